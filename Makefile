@@ -1,0 +1,61 @@
+# memci: every build, check and run goes through this file, in CI too.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+# The test binaries link libpython; tell cargo which interpreter and where its library lives.
+export PYO3_PYTHON := $(abspath $(PY))
+PYLIBDIR = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')
+
+.PHONY: help
+help: ## Show this help
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip 'maturin>=1.14,<2'
+	touch $@
+
+.PHONY: install
+install: $(VENV)/.installed ## Create .venv with maturin (build-dev adds every dependency)
+
+.PHONY: build-dev
+build-dev: install ## Build the extension (release) into .venv
+	$(BIN)/maturin develop --release --extras dev,bench
+
+.PHONY: lint
+lint: build-dev ## cargo fmt, clippy -D warnings, ruff, mypy, stubtest
+	cargo fmt --all -- --check
+	cargo clippy --all-targets -q -- -D warnings
+	$(BIN)/ruff check python tests benches
+	$(BIN)/ruff format --check python tests benches
+	$(BIN)/mypy
+	$(PY) -m mypy.stubtest memci._core --allowlist .stubtest-allowlist
+
+.PHONY: test
+test: build-dev lint ## Build, lint, then run cargo tests and pytest (benches run once, untimed)
+	LD_LIBRARY_PATH=$(PYLIBDIR) cargo test -q
+	$(BIN)/pytest -q
+
+.PHONY: bench
+bench: build-dev ## Run the benchmarks against the peers and print the table
+	$(BIN)/pytest benches -q --benchmark-enable --benchmark-only --benchmark-columns=median,iqr,rounds \
+		--benchmark-sort=name --benchmark-json=bench-results/latest.json -p no:randomly
+	$(PY) benches/report.py bench-results/latest.json
+
+.PHONY: demo
+demo: build-dev ## Run the demo on a generated conversation
+	$(PY) -m memci demo
+
+.PHONY: fmt
+fmt: install ## Format Rust and Python sources
+	cargo fmt --all
+	$(BIN)/ruff format python tests benches
+	$(BIN)/ruff check --fix python tests benches
+
+.PHONY: clean
+clean: ## Remove build products and the venv
+	rm -rf target $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

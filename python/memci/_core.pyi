@@ -1,0 +1,95 @@
+"""The compiled core of memci (Rust). Private: use :class:`memci.MessageArray`.
+
+Every write is all-or-nothing: messages are converted and validated before the store is touched,
+and a failed call leaves the store exactly as it was. Errors are raised as the classes of
+:mod:`memci.errors`. Positions are indices into the visible list; ``description`` is the text a
+batch snapshot carries.
+"""
+
+from collections.abc import Sequence
+from typing import Any, final
+
+Message = dict[str, Any]
+
+__version__: str
+
+@final
+class MessageStore:
+    """Messages stored once, the visible order, per-role indices and copy-on-write batches."""
+
+    def __new__(cls) -> MessageStore: ...
+    def __len__(self) -> int: ...
+    # ---- writes -------------------------------------------------------------------------------
+    def append(self, messages: Message | Sequence[Message]) -> None:
+        """APPEND: no new batch. O(k) for k messages."""
+    def insert(self, position: int, messages: Message | Sequence[Message], description: str) -> None:
+        """INSERT at 0 <= position <= len: new batch. O(n) (role indices are rebuilt)."""
+    def replace(self, index: int, message: Message, description: str) -> None:
+        """REPLACE the visible message at index (negative counts from the end): new batch."""
+    def truncate(
+        self,
+        description: str,
+        keep_first: int | None,
+        keep_last: int | None,
+        remove_first: int | None,
+        remove_last: int | None,
+        range: tuple[int, int] | None,
+        role: str | None,
+    ) -> None:
+        """TRUNCATE: the given cuts in this order, like slices; new batch. O(k log n) for k kept."""
+    def clear(self, description: str, keep_system: bool) -> None:
+        """CLEAR: keep system/developer messages if asked, re-add the tool description; new batch."""
+    def filter(
+        self,
+        description: str,
+        roles: Sequence[str] | None,
+        contains: Sequence[str] | None,
+        excludes: Sequence[str] | None,
+    ) -> None:
+        """FILTER: new batch. O(total text) with the GIL released."""
+    def checkpoint(self, description: str) -> int:
+        """Open a new batch with no change; return the index of the batch it closed."""
+    def rollback(self, batch_index: int) -> None:
+        """Restore batch_index as it was when it ended; discard later batches. O(1)."""
+    def set_tool_description(self, message: Message) -> None:
+        """Store the tool description and make it visible after the leading system messages."""
+    def mark(self, index: int, tag: str) -> None:
+        """Tag the visible message at index (the tag belongs to the stored message)."""
+    # ---- reads --------------------------------------------------------------------------------
+    def tool_description(self) -> Message | None: ...
+    def get(self, index: int) -> Message:
+        """The visible message at index (negative counts from the end). O(log n)."""
+    def slice(self, start: int, stop: int) -> list[Message]:
+        """Visible messages start..stop, bounds already clamped to 0 <= start <= stop <= len."""
+    def take(self, positions: Sequence[int]) -> list[Message]:
+        """Visible messages at the given non-negative positions."""
+    def messages(self) -> list[Message]: ...
+    def all_messages(self) -> list[Message]:
+        """Every message ever stored, in insertion order."""
+    def by_role(self, role: str) -> list[Message]: ...
+    def recent(self, n: int, roles: Sequence[str] | None) -> list[Message]:
+        """The last n visible messages (of the given roles), oldest first. O(n log N)."""
+    def role_range(self, role: str, start: int, end: int) -> list[Message]:
+        """Messages start..end (clamped, like a slice) of one role's visible messages."""
+    def count(self, role: str | None) -> int: ...
+    def indices(self, role: str | None) -> bytearray:
+        """Visible positions (of one role), as native-endian int64."""
+    def between(self, start: float | None, end: float | None, role: str | None) -> list[Message]:
+        """Visible messages with start <= timestamp < end (None: unbounded)."""
+    def marked(self, tag: str, role: str | None) -> list[Message]: ...
+    def timestamps(self) -> list[float]:
+        """The timestamps of the visible messages, in order."""
+    @property
+    def batch_index(self) -> int: ...
+    def snapshot(self, batch_index: int) -> tuple[int, float, list[Message], int, str | None]:
+        """(batch_index, timestamp, messages, message_count, description) of a batch."""
+    def stats(self) -> tuple[int, int, int, int]:
+        """(total_messages, current_batch_messages, total_batches, current_batch_index)."""
+    def to_json(self) -> str: ...
+    @staticmethod
+    def from_json(text: str) -> MessageStore: ...
+    def copy(self) -> MessageStore:
+        """An independent copy of the whole state."""
+
+def allocated_bytes() -> int:
+    """Bytes currently allocated by the Rust core in this process (all stores together)."""

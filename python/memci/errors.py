@@ -1,0 +1,50 @@
+"""The memci exception family.
+
+Every error memci raises on bad input is a :class:`MemciError`, so ``except memci.MemciError``
+catches them all; each also derives from the builtin a caller would expect (``ValueError`` for
+bad values, ``IndexError`` for a position out of range). Messages name what is wrong and where
+(``messages[3].tool_calls[0].function: missing key 'name'``). A call that raises has changed
+nothing.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BatchError",
+    "InvalidMessageError",
+    "InvalidOperationError",
+    "MemciError",
+    "PositionError",
+    "StateError",
+]
+
+
+class MemciError(Exception):
+    """Root of every error memci raises on bad input or a bad request."""
+
+
+class InvalidMessageError(MemciError, ValueError):
+    """A message (or a value inside it) is not acceptable.
+
+    ``path`` names the place, e.g. ``messages[3].metadata.when``.
+    """
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class InvalidOperationError(MemciError, ValueError):
+    """An operation, its configuration or a query argument is not valid."""
+
+
+class BatchError(MemciError, LookupError):
+    """A batch index that does not exist (rollback or snapshot)."""
+
+
+class PositionError(MemciError, IndexError):
+    """A position outside the visible messages."""
+
+
+class StateError(MemciError, ValueError):
+    """A saved state (``from_json``) that cannot be loaded; the message names the bad part."""

@@ -1,0 +1,272 @@
+//! The whole store as JSON, and back: every stored message with its timestamp, the visible
+//! order, every batch snapshot, marks and the tool description. Floats are written so they read
+//! back bit for bit, and stay floats (`1.0`, never `1`); integers of any size stay integers.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
+
+use imbl::Vector;
+use serde_json::{Map, Number, Value as Json};
+
+use crate::core::arena::{Arena, NodeId};
+use crate::core::error::{Error, Result};
+use crate::core::message;
+use crate::core::snapshot::{History, Snapshot, View};
+use crate::core::store::Store;
+use crate::core::value::{Encoder, Value, ValueRef};
+
+const FORMAT: &str = "memci.MessageStore";
+const VERSION: u64 = 1;
+
+/// Write one encoded value as JSON text.
+pub fn write_value(out: &mut String, value: ValueRef<'_>) {
+    match value.get() {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if b { "true" } else { "false" }),
+        Value::Int(i) => {
+            let _ = write!(out, "{i}");
+        }
+        Value::BigInt(s) => out.push_str(s),
+        Value::Float(f) => out.push_str(&Json::from(f).to_string()),
+        Value::Str(s) => write_str(out, s),
+        Value::List(items) => {
+            out.push('[');
+            for (i, v) in items.values().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(out, v);
+            }
+            out.push(']');
+        }
+        Value::Dict(items) => {
+            out.push('{');
+            for (i, (k, v)) in items.entries().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_str(out, k);
+                out.push(':');
+                write_value(out, v);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn write_str(out: &mut String, s: &str) {
+    out.push_str(&serde_json::to_string(s).unwrap_or_default());
+}
+
+fn write_ids<'a>(out: &mut String, ids: impl Iterator<Item = &'a NodeId>) {
+    out.push('[');
+    for (i, id) in ids.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{id}");
+    }
+    out.push(']');
+}
+
+fn write_f64(out: &mut String, f: f64) {
+    out.push_str(&Json::from(f).to_string());
+}
+
+/// Encode a parsed JSON value.
+pub fn encode_json(e: &mut Encoder<'_>, value: &Json) {
+    match value {
+        Json::Null => e.null(),
+        Json::Bool(b) => e.bool(*b),
+        Json::Number(n) => encode_number(e, n),
+        Json::String(s) => e.str(s),
+        Json::Array(items) => {
+            let open = e.open_list(items.len());
+            for v in items {
+                encode_json(e, v);
+            }
+            e.close(open);
+        }
+        Json::Object(map) => {
+            let open = e.open_dict(map.len());
+            for (k, v) in map {
+                e.key(k);
+                encode_json(e, v);
+            }
+            e.close(open);
+        }
+    }
+}
+
+fn encode_number(e: &mut Encoder<'_>, n: &Number) {
+    let text = n.to_string();
+    if text.contains(['.', 'e', 'E']) {
+        e.float(text.parse().unwrap_or(f64::NAN));
+    } else if let Ok(i) = text.parse::<i64>() {
+        e.int(i);
+    } else {
+        e.big_int(&text);
+    }
+}
+
+impl Store {
+    /// The whole state as JSON text. O(total size).
+    pub fn to_json(&self) -> String {
+        let arena = &self.arena;
+        let mut out = String::with_capacity(arena.heap_bytes() / 2 + 64);
+        let _ = write!(out, "{{\"format\":\"{FORMAT}\",\"version\":{VERSION},\"messages\":[");
+        for id in 0..arena.len() as NodeId {
+            if id > 0 {
+                out.push(',');
+            }
+            write_value(&mut out, arena.message(id));
+        }
+        out.push_str("],\"timestamps\":[");
+        for id in 0..arena.len() as NodeId {
+            if id > 0 {
+                out.push(',');
+            }
+            write_f64(&mut out, arena.timestamp(id));
+        }
+        out.push_str("],\"visible\":");
+        write_ids(&mut out, self.view.visible.iter());
+        out.push_str(",\"batches\":[");
+        for (i, s) in self.history.ended.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str("{\"visible\":");
+            write_ids(&mut out, s.view.visible.iter());
+            out.push_str(",\"timestamp\":");
+            write_f64(&mut out, s.timestamp);
+            out.push_str(",\"description\":");
+            write_str(&mut out, &s.description);
+            out.push('}');
+        }
+        out.push_str("],\"marks\":{");
+        for (i, (tag, ids)) in self.marks.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            write_str(&mut out, tag);
+            out.push(':');
+            let mut sorted: Vec<NodeId> = ids.iter().copied().collect();
+            sorted.sort_unstable();
+            write_ids(&mut out, sorted.iter());
+        }
+        out.push_str("},\"tool_description\":");
+        match self.tool_description {
+            Some(id) => {
+                let _ = write!(out, "{id}");
+            }
+            None => out.push_str("null"),
+        }
+        out.push('}');
+        out
+    }
+
+    /// Load a state written by [`Store::to_json`]. Every part is checked; a bad one raises
+    /// [`Error::State`] (or [`Error::InvalidMessage`] for a bad message) naming it.
+    pub fn from_json(text: &str) -> Result<Store> {
+        let root: Json = serde_json::from_str(text).map_err(|e| state(format!("not valid JSON: {e}")))?;
+        let root = root
+            .as_object()
+            .ok_or_else(|| state("the state must be a JSON object"))?;
+        if root.get("format").and_then(Json::as_str) != Some(FORMAT) {
+            return Err(state(format!("\"format\" must be {FORMAT:?}")));
+        }
+        if root.get("version").and_then(Json::as_u64) != Some(VERSION) {
+            return Err(state(format!("\"version\" must be {VERSION}")));
+        }
+        let messages = array(root, "messages")?;
+        let timestamps = array(root, "timestamps")?;
+        if timestamps.len() != messages.len() {
+            return Err(state("\"timestamps\" must have one entry per message"));
+        }
+        let mut arena = Arena::default();
+        let mut buf = Vec::new();
+        for (i, (m, t)) in messages.iter().zip(timestamps).enumerate() {
+            buf.clear();
+            encode_json(&mut Encoder::new(&mut buf), m);
+            let facts = message::check(ValueRef::new(&buf))
+                .map_err(|b| Error::message(format!("messages[{i}]{}", b.place), b.reason))?;
+            let t = t
+                .as_f64()
+                .ok_or_else(|| state(format!("timestamps[{i}] must be a number")))?;
+            arena.push(&buf, facts.role, t);
+        }
+        let n = arena.len();
+        let view = View::of(ids(root.get("visible"), n, "visible")?, &arena);
+        let mut history = History::default();
+        for (i, b) in array(root, "batches")?.iter().enumerate() {
+            let where_ = format!("batches[{i}]");
+            let b = b
+                .as_object()
+                .ok_or_else(|| state(format!("{where_} must be an object")))?;
+            let visible = ids(b.get("visible"), n, &format!("{where_}.visible"))?;
+            let timestamp = b
+                .get("timestamp")
+                .and_then(Json::as_f64)
+                .ok_or_else(|| state(format!("{where_}.timestamp must be a number")))?;
+            let description = b
+                .get("description")
+                .and_then(Json::as_str)
+                .ok_or_else(|| state(format!("{where_}.description must be a string")))?
+                .to_owned();
+            history.ended.push(Snapshot {
+                view: View::of(visible, &arena),
+                timestamp,
+                description,
+            });
+        }
+        let mut marks = BTreeMap::new();
+        let mark_map: &Map<String, Json> = root
+            .get("marks")
+            .and_then(Json::as_object)
+            .ok_or_else(|| state("\"marks\" must be an object"))?;
+        for (tag, list) in mark_map {
+            let set: HashSet<NodeId> = ids(Some(list), n, &format!("marks[{tag:?}]"))?.into_iter().collect();
+            marks.insert(tag.clone(), set);
+        }
+        let tool_description = match root.get("tool_description") {
+            None | Some(Json::Null) => None,
+            Some(v) => Some(id(v, n, "tool_description")?),
+        };
+        Ok(Store {
+            arena,
+            view,
+            history,
+            marks,
+            tool_description,
+        })
+    }
+}
+
+fn state(m: impl Into<String>) -> Error {
+    Error::State(format!("from_json: {}", m.into()))
+}
+
+fn array<'a>(root: &'a Map<String, Json>, key: &str) -> Result<&'a Vec<Json>> {
+    root.get(key)
+        .and_then(Json::as_array)
+        .ok_or_else(|| state(format!("{key:?} must be an array")))
+}
+
+fn id(v: &Json, n: usize, place: &str) -> Result<NodeId> {
+    match v.as_u64() {
+        Some(i) if (i as usize) < n => Ok(i as NodeId),
+        _ => Err(state(format!(
+            "{place}: {v} is not the id of a stored message (0..{n})"
+        ))),
+    }
+}
+
+fn ids(v: Option<&Json>, n: usize, place: &str) -> Result<Vector<NodeId>> {
+    let list = v
+        .and_then(Json::as_array)
+        .ok_or_else(|| state(format!("{place} must be an array")))?;
+    list.iter()
+        .enumerate()
+        .map(|(i, v)| id(v, n, &format!("{place}[{i}]")))
+        .collect()
+}

@@ -1,0 +1,11 @@
+//! The PyO3-free core: everything here is plain Rust, tested with `cargo test`, and usable
+//! without the GIL.
+
+pub mod arena;
+pub mod error;
+pub mod json;
+pub mod message;
+pub mod roles;
+pub mod snapshot;
+pub mod store;
+pub mod value;

@@ -1,0 +1,443 @@
+//! The message store: every operation of `memci.MessageArray`, on the arena, the visible view
+//! and the batch history. Every operation checks all its arguments before it changes anything,
+//! so an error leaves the store exactly as it was.
+
+use std::collections::{BTreeMap, HashSet};
+use std::ops::Range;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use imbl::Vector;
+use memchr::memmem::Finder;
+
+use crate::core::arena::{Arena, NodeId};
+use crate::core::error::{Error, Result};
+use crate::core::message::{self, Facts};
+use crate::core::roles::Role;
+use crate::core::snapshot::{History, View};
+use crate::core::value::{Encoder, ValueRef, for_each_text};
+
+pub fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Messages encoded and checked, not yet stored. Built outside the store's lock, so a list is
+/// accepted or rejected as a whole before the store is touched.
+#[derive(Default, Debug)]
+pub struct Incoming {
+    bytes: Vec<u8>,
+    messages: Vec<(Range<usize>, Facts)>,
+}
+
+impl Incoming {
+    /// Start the next message: encode it with the returned encoder, then call [`Incoming::finish`].
+    pub fn encoder(&mut self) -> (usize, Encoder<'_>) {
+        (self.bytes.len(), Encoder::new(&mut self.bytes))
+    }
+
+    /// Check the message encoded since `start`; `path` names it in an error (`messages[3]`).
+    pub fn finish(&mut self, start: usize, path: impl FnOnce() -> String) -> Result<()> {
+        let facts = message::check(ValueRef::new(&self.bytes[start..]))
+            .map_err(|b| Error::message(format!("{}{}", path(), b.place), b.reason))?;
+        self.messages.push((start..self.bytes.len(), facts));
+        Ok(())
+    }
+
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+}
+
+/// The cuts of a TRUNCATE, applied in field order.
+#[derive(Debug, Default, Clone)]
+pub struct Cuts {
+    pub keep_first: Option<usize>,
+    pub keep_last: Option<usize>,
+    pub remove_first: Option<usize>,
+    pub remove_last: Option<usize>,
+    pub range: Option<(usize, usize)>,
+    pub role: Option<Role>,
+}
+
+impl Cuts {
+    /// The window `lo..hi` of a list of `len` items that the cuts keep.
+    fn window(&self, len: usize) -> Range<usize> {
+        let (mut lo, mut hi) = (0, len);
+        if let Some(n) = self.keep_first {
+            hi = hi.min(lo + n);
+        }
+        if let Some(n) = self.keep_last {
+            lo = lo.max(hi.saturating_sub(n));
+        }
+        if let Some(n) = self.remove_first {
+            lo = hi.min(lo + n);
+        }
+        if let Some(n) = self.remove_last {
+            hi = lo.max(hi.saturating_sub(n));
+        }
+        if let Some((start, end)) = self.range {
+            let new_lo = hi.min(lo + start);
+            hi = new_lo.max(hi.min(lo + end));
+            lo = new_lo;
+        }
+        lo..hi
+    }
+
+    fn is_empty(&self) -> bool {
+        self.keep_first.is_none()
+            && self.keep_last.is_none()
+            && self.remove_first.is_none()
+            && self.remove_last.is_none()
+            && self.range.is_none()
+            && self.role.is_none()
+    }
+}
+
+/// The conditions of a FILTER; an empty list means "not given".
+#[derive(Debug, Default, Clone)]
+pub struct Conditions {
+    pub roles: Vec<Role>,
+    pub contains: Vec<String>,
+    pub excludes: Vec<String>,
+}
+
+#[derive(Clone, Default, Debug)]
+pub struct Store {
+    pub(crate) arena: Arena,
+    pub(crate) view: View,
+    pub(crate) history: History,
+    /// Tags on stored messages; they belong to the message, not the batch.
+    pub(crate) marks: BTreeMap<String, HashSet<NodeId>>,
+    pub(crate) tool_description: Option<NodeId>,
+}
+
+impl Store {
+    pub fn arena(&self) -> &Arena {
+        &self.arena
+    }
+
+    pub fn len(&self) -> usize {
+        self.view.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.view.is_empty()
+    }
+
+    pub fn batch_index(&self) -> usize {
+        self.history.current_index()
+    }
+
+    pub fn tool_description(&self) -> Option<NodeId> {
+        self.tool_description
+    }
+
+    fn store(&mut self, incoming: &Incoming) -> Vector<NodeId> {
+        let t = now();
+        incoming
+            .messages
+            .iter()
+            .map(|(range, facts)| {
+                self.arena
+                    .push(&incoming.bytes[range.clone()], facts.role, facts.timestamp.unwrap_or(t))
+            })
+            .collect()
+    }
+
+    fn open_batch(&mut self, description: String) {
+        self.history.end_batch(self.view.clone(), now(), description);
+    }
+
+    fn position(&self, index: i64, what: &str) -> Result<usize> {
+        let len = self.len() as i64;
+        let i = if index < 0 { index + len } else { index };
+        if i < 0 || i >= len {
+            return Err(Error::Position(format!(
+                "{what}: index {index} is out of range for {len} visible messages"
+            )));
+        }
+        Ok(i as usize)
+    }
+
+    /// APPEND: no new batch. O(k).
+    pub fn append(&mut self, incoming: &Incoming) {
+        for id in self.store(incoming) {
+            self.view.push(id, &self.arena);
+        }
+    }
+
+    /// INSERT at `0 <= position <= len`: new batch. O(n).
+    pub fn insert(&mut self, position: usize, incoming: &Incoming, description: String) -> Result<()> {
+        if position > self.len() {
+            return Err(Error::InvalidOperation(format!(
+                "insert: position {position} is out of range: it must be between 0 and {} (the visible count)",
+                self.len()
+            )));
+        }
+        self.open_batch(description);
+        let ids = self.store(incoming);
+        let mut visible = self.view.visible.clone();
+        let tail = visible.split_off(position);
+        visible.append(ids);
+        visible.append(tail);
+        self.view = View::of(visible, &self.arena);
+        Ok(())
+    }
+
+    /// REPLACE the visible message at `index` (negative counts from the end): new batch.
+    /// The old message stays stored. O(log n).
+    pub fn replace(&mut self, index: i64, incoming: &Incoming, description: String) -> Result<()> {
+        let pos = self.position(index, "replace")?;
+        assert_eq!(incoming.len(), 1, "replace takes one message");
+        self.open_batch(description);
+        let id = self.store(incoming)[0];
+        let old = self.view.visible[pos];
+        self.view.visible.set(pos, id);
+        self.view
+            .roles
+            .move_position(pos as u32, self.arena.role(old), self.arena.role(id));
+        Ok(())
+    }
+
+    /// TRUNCATE: new batch. O(k log n) for k messages kept.
+    pub fn truncate(&mut self, cuts: &Cuts, description: String) -> Result<()> {
+        if cuts.is_empty() {
+            return Err(Error::InvalidOperation(
+                "truncate: give at least one of keep_first, keep_last, remove_first, remove_last, range, role".into(),
+            ));
+        }
+        let kept = if let Some(role) = cuts.role {
+            let positions = self.view.roles.of(role);
+            let w = cuts.window(positions.len());
+            positions
+                .iter()
+                .skip(w.start)
+                .take(w.len())
+                .map(|&p| self.view.visible[p as usize])
+                .collect()
+        } else {
+            let w = cuts.window(self.len());
+            self.view.visible.clone().slice(w)
+        };
+        self.open_batch(description);
+        self.view = View::of(kept, &self.arena);
+        Ok(())
+    }
+
+    /// CLEAR: keep system/developer messages if asked, then re-add the tool description when it
+    /// is no longer visible. New batch. O(n).
+    pub fn clear(&mut self, keep_system: bool, description: String) {
+        let mut kept: Vector<NodeId> = if keep_system {
+            let mut positions: Vec<u32> = Role::ALL
+                .iter()
+                .filter(|r| r.is_instruction())
+                .flat_map(|r| self.view.roles.of(*r).iter().copied())
+                .collect();
+            positions.sort_unstable();
+            positions.into_iter().map(|p| self.view.visible[p as usize]).collect()
+        } else {
+            Vector::new()
+        };
+        if let Some(td) = self.tool_description
+            && !kept.contains(&td)
+        {
+            kept.push_back(td);
+        }
+        self.open_batch(description);
+        self.view = View::of(kept, &self.arena);
+    }
+
+    /// The visible ids FILTER keeps. O(total text); takes no lock of its own, so the binding can
+    /// run it with the GIL released.
+    pub fn filtered(&self, conditions: &Conditions) -> Vector<NodeId> {
+        let contains: Vec<Finder<'_>> = conditions.contains.iter().map(|k| Finder::new(k.as_bytes())).collect();
+        let excludes: Vec<Finder<'_>> = conditions.excludes.iter().map(|k| Finder::new(k.as_bytes())).collect();
+        let mut text = String::new();
+        self.view
+            .visible
+            .iter()
+            .copied()
+            .filter(|&id| {
+                if !conditions.roles.is_empty() && !conditions.roles.contains(&self.arena.role(id)) {
+                    return false;
+                }
+                if contains.is_empty() && excludes.is_empty() {
+                    return true;
+                }
+                let hay = message_text(self.arena.message(id), &mut text);
+                let found = |f: &Finder<'_>| f.find(hay.as_bytes()).is_some();
+                (contains.is_empty() || contains.iter().any(found)) && !excludes.iter().any(found)
+            })
+            .collect()
+    }
+
+    /// FILTER: new batch.
+    pub fn filter(&mut self, conditions: &Conditions, description: String) {
+        let kept = self.filtered(conditions);
+        self.open_batch(description);
+        self.view = View::of(kept, &self.arena);
+    }
+
+    /// Open a new batch with no change; returns the index of the batch it closed.
+    pub fn checkpoint(&mut self, description: String) -> usize {
+        self.open_batch(description);
+        self.batch_index() - 1
+    }
+
+    /// Restore batch `b` as it was when it ended; discard later batches. O(1).
+    pub fn rollback(&mut self, b: usize) -> Result<()> {
+        let current = self.batch_index();
+        if b > current {
+            return Err(Error::Batch(format!(
+                "rollback: batch {b} does not exist (batches are 0..={current}, {current} is current)"
+            )));
+        }
+        if b < current {
+            self.view = self.history.reopen(b);
+        }
+        Ok(())
+    }
+
+    /// Store the tool description and show it after the leading system/developer messages.
+    pub fn set_tool_description(&mut self, incoming: &Incoming) {
+        let id = self.store(incoming)[0];
+        let at = self
+            .view
+            .visible
+            .iter()
+            .take_while(|&&v| self.arena.role(v).is_instruction())
+            .count();
+        let mut visible = self.view.visible.clone();
+        visible.insert(at, id);
+        self.view = View::of(visible, &self.arena);
+        self.tool_description = Some(id);
+    }
+
+    /// Tag the visible message at `index`.
+    pub fn mark(&mut self, index: i64, tag: &str) -> Result<()> {
+        let pos = self.position(index, "mark")?;
+        let id = self.view.visible[pos];
+        self.marks.entry(tag.to_owned()).or_default().insert(id);
+        Ok(())
+    }
+
+    // ---- queries: they return node ids; the caller reads messages from the arena ----------
+
+    pub fn get(&self, index: i64) -> Result<NodeId> {
+        Ok(self.view.visible[self.position(index, "get")?])
+    }
+
+    pub fn visible(&self) -> &Vector<NodeId> {
+        &self.view.visible
+    }
+
+    /// Positions of the visible messages of `role` (all positions when `None`).
+    pub fn positions(&self, role: Option<Role>) -> Vec<u32> {
+        match role {
+            Some(r) => self.view.roles.of(r).iter().copied().collect(),
+            None => (0..self.len() as u32).collect(),
+        }
+    }
+
+    pub fn count(&self, role: Option<Role>) -> usize {
+        role.map_or(self.len(), |r| self.view.roles.of(r).len())
+    }
+
+    pub fn ids_at(&self, positions: &[u32]) -> Vec<NodeId> {
+        positions.iter().map(|&p| self.view.visible[p as usize]).collect()
+    }
+
+    pub fn by_role(&self, role: Role) -> Vec<NodeId> {
+        self.view
+            .roles
+            .of(role)
+            .iter()
+            .map(|&p| self.view.visible[p as usize])
+            .collect()
+    }
+
+    /// The last `n` visible messages (of `roles`, if any), oldest first. O(n log N).
+    pub fn recent(&self, n: usize, roles: &[Role]) -> Vec<NodeId> {
+        if roles.is_empty() {
+            let len = self.len();
+            return self.view.visible.iter().skip(len.saturating_sub(n)).copied().collect();
+        }
+        self.ids_at(&self.view.roles.last_of(roles, n))
+    }
+
+    /// `by_role(role)[start..end]`, clamped.
+    pub fn role_range(&self, role: Role, start: usize, end: usize) -> Vec<NodeId> {
+        let positions = self.view.roles.of(role);
+        let end = end.min(positions.len());
+        let start = start.min(end);
+        positions
+            .iter()
+            .skip(start)
+            .take(end - start)
+            .map(|&p| self.view.visible[p as usize])
+            .collect()
+    }
+
+    /// Visible messages (of `role`) with `start <= timestamp < end`. O(n).
+    pub fn between(&self, start: Option<f64>, end: Option<f64>, role: Option<Role>) -> Vec<NodeId> {
+        let inside = |id: &NodeId| {
+            let t = self.arena.timestamp(*id);
+            start.is_none_or(|s| t >= s) && end.is_none_or(|e| t < e)
+        };
+        match role {
+            Some(r) => self.by_role(r).into_iter().filter(inside).collect(),
+            None => self.view.visible.iter().copied().filter(inside).collect(),
+        }
+    }
+
+    /// Visible messages (of `role`) carrying `tag`, in order.
+    pub fn marked(&self, tag: &str, role: Option<Role>) -> Vec<NodeId> {
+        let Some(ids) = self.marks.get(tag) else {
+            return Vec::new();
+        };
+        self.view
+            .visible
+            .iter()
+            .copied()
+            .filter(|id| ids.contains(id) && role.is_none_or(|r| self.arena.role(*id) == r))
+            .collect()
+    }
+
+    /// The state of batch `b`: (visible ids, timestamp, description); the current batch has no
+    /// description and the current time.
+    pub fn snapshot(&self, b: usize) -> Result<(Vector<NodeId>, f64, Option<String>)> {
+        let current = self.batch_index();
+        if b > current {
+            return Err(Error::Batch(format!(
+                "snapshot: batch {b} does not exist (batches are 0..={current})"
+            )));
+        }
+        Ok(match self.history.ended.get(b) {
+            Some(s) => (s.view.visible.clone(), s.timestamp, Some(s.description.clone())),
+            None => (self.view.visible.clone(), now(), None),
+        })
+    }
+}
+
+/// The searchable text of a message: a string content as is, or its pieces joined by `"\n"`
+/// into `buf`.
+fn message_text<'a>(message: ValueRef<'a>, buf: &'a mut String) -> &'a str {
+    if let Some(s) = message.field("content").and_then(ValueRef::as_str) {
+        return s;
+    }
+    buf.clear();
+    let mut first = true;
+    for_each_text(message, &mut |piece| {
+        if !first {
+            buf.push('\n');
+        }
+        first = false;
+        buf.push_str(piece);
+    });
+    buf
+}

@@ -1,0 +1,502 @@
+//! The stored form of a message: a compact, self-contained byte encoding of a JSON value.
+//!
+//! A message is written once by an [`Encoder`] and read many times as a [`ValueRef`] without
+//! copying. Containers carry their byte length so a reader can skip a value in O(1), which keeps
+//! field lookups (role, content, tool calls) cheap. Well-known keys take one byte.
+//!
+//! Layout: a tag byte, then
+//! - `NULL`, `FALSE`, `TRUE`: nothing;
+//! - `INT`: 8 bytes, little-endian `i64`; `FLOAT`: 8 bytes, the `f64` bits;
+//! - `STR`, `BIG_INT`: a varint length and that many bytes (UTF-8; a big int in decimal);
+//! - `LIST`, `DICT`: a varint item count and a `u32` byte length of the items; a dict item is a
+//!   key (one byte: a well-known key's code, or `INLINE_KEY`, a varint length and the bytes)
+//!   followed by its value.
+
+const NULL: u8 = 0;
+const FALSE: u8 = 1;
+const TRUE: u8 = 2;
+const INT: u8 = 3;
+const FLOAT: u8 = 4;
+const STR: u8 = 5;
+const LIST: u8 = 6;
+const DICT: u8 = 7;
+const BIG_INT: u8 = 8;
+const INLINE_KEY: u8 = 0xFF;
+
+/// Keys common enough in chat messages to be stored as one byte. Never reorder: stored bytes
+/// refer to these by position.
+pub const WELL_KNOWN_KEYS: [&str; 16] = [
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "name",
+    "timestamp",
+    "type",
+    "text",
+    "id",
+    "function",
+    "arguments",
+    "input",
+    "tool_use_id",
+    "image_url",
+    "url",
+    "is_error",
+];
+
+fn well_known_code(key: &str) -> Option<u8> {
+    WELL_KNOWN_KEYS.iter().position(|k| *k == key).map(|i| i as u8)
+}
+
+/// Writes values into a byte buffer. Containers are opened with their item count and closed
+/// once their items are written, which fills in their byte length.
+pub struct Encoder<'a> {
+    buf: &'a mut Vec<u8>,
+}
+
+/// Where an open container's byte length must be written when it closes.
+#[derive(Debug, Clone, Copy)]
+pub struct Open(usize);
+
+impl<'a> Encoder<'a> {
+    pub fn new(buf: &'a mut Vec<u8>) -> Self {
+        Self { buf }
+    }
+
+    fn varint(&mut self, mut n: usize) {
+        while n >= 0x80 {
+            self.buf.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        self.buf.push(n as u8);
+    }
+
+    pub fn null(&mut self) {
+        self.buf.push(NULL);
+    }
+
+    pub fn bool(&mut self, b: bool) {
+        self.buf.push(if b { TRUE } else { FALSE });
+    }
+
+    pub fn int(&mut self, i: i64) {
+        self.buf.push(INT);
+        self.buf.extend_from_slice(&i.to_le_bytes());
+    }
+
+    pub fn float(&mut self, f: f64) {
+        self.buf.push(FLOAT);
+        self.buf.extend_from_slice(&f.to_bits().to_le_bytes());
+    }
+
+    /// An integer outside `i64`, in decimal (an optional `-` and digits).
+    pub fn big_int(&mut self, decimal: &str) {
+        self.buf.push(BIG_INT);
+        self.varint(decimal.len());
+        self.buf.extend_from_slice(decimal.as_bytes());
+    }
+
+    pub fn str(&mut self, s: &str) {
+        self.buf.push(STR);
+        self.varint(s.len());
+        self.buf.extend_from_slice(s.as_bytes());
+    }
+
+    pub fn key(&mut self, key: &str) {
+        if let Some(code) = well_known_code(key) {
+            self.buf.push(code);
+        } else {
+            self.buf.push(INLINE_KEY);
+            self.varint(key.len());
+            self.buf.extend_from_slice(key.as_bytes());
+        }
+    }
+
+    fn open(&mut self, tag: u8, count: usize) -> Open {
+        self.buf.push(tag);
+        self.varint(count);
+        let at = self.buf.len();
+        self.buf.extend_from_slice(&[0; 4]);
+        Open(at)
+    }
+
+    /// Open a list of `count` values; write them, then [`Encoder::close`].
+    pub fn open_list(&mut self, count: usize) -> Open {
+        self.open(LIST, count)
+    }
+
+    /// Open a dict of `count` items; write `key` then the value for each, then [`Encoder::close`].
+    pub fn open_dict(&mut self, count: usize) -> Open {
+        self.open(DICT, count)
+    }
+
+    pub fn close(&mut self, open: Open) {
+        let len = (self.buf.len() - open.0 - 4) as u32;
+        self.buf[open.0..open.0 + 4].copy_from_slice(&len.to_le_bytes());
+    }
+
+    /// Copy an already encoded value.
+    pub fn raw(&mut self, value: ValueRef<'_>) {
+        self.buf.extend_from_slice(value.bytes);
+    }
+}
+
+/// A borrowed view of one encoded value.
+#[derive(Clone, Copy, Debug)]
+pub struct ValueRef<'a> {
+    /// The whole encoding of this value, tag included.
+    bytes: &'a [u8],
+}
+
+/// What a value is, with its payload borrowed from the encoding.
+#[derive(Clone, Copy, Debug)]
+pub enum Value<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    BigInt(&'a str),
+    Str(&'a str),
+    List(Items<'a>),
+    Dict(Items<'a>),
+}
+
+/// A dict key: its name, and its index in [`WELL_KNOWN_KEYS`] if it is one of those.
+#[derive(Clone, Copy, Debug)]
+pub struct Key<'a> {
+    pub code: Option<usize>,
+    pub name: &'a str,
+}
+
+/// The items of a list or dict: a count and their encoding.
+#[derive(Clone, Copy, Debug)]
+pub struct Items<'a> {
+    pub count: usize,
+    bytes: &'a [u8],
+}
+
+fn read_varint(bytes: &[u8], pos: &mut usize) -> usize {
+    let mut n = 0usize;
+    let mut shift = 0;
+    loop {
+        let b = bytes[*pos];
+        *pos += 1;
+        n |= usize::from(b & 0x7F) << shift;
+        if b < 0x80 {
+            return n;
+        }
+        shift += 7;
+    }
+}
+
+fn read_u32(bytes: &[u8], pos: usize) -> usize {
+    u32::from_le_bytes([bytes[pos], bytes[pos + 1], bytes[pos + 2], bytes[pos + 3]]) as usize
+}
+
+fn read_8(bytes: &[u8], pos: usize) -> [u8; 8] {
+    let mut b = [0; 8];
+    b.copy_from_slice(&bytes[pos..pos + 8]);
+    b
+}
+
+#[allow(unsafe_code)]
+fn utf8(bytes: &[u8]) -> &str {
+    // SAFETY: every string and key in an encoding was written by `Encoder` from a `&str` (or
+    // parsed JSON text, which serde_json has already checked), and encodings are never modified
+    // afterwards, so these bytes are valid UTF-8. Skipping the check halves the cost of reading
+    // long message texts back out.
+    unsafe { std::str::from_utf8_unchecked(bytes) }
+}
+
+/// The byte length of the value starting at `bytes[pos]`.
+fn value_len(bytes: &[u8], pos: usize) -> usize {
+    let mut p = pos + 1;
+    match bytes[pos] {
+        INT | FLOAT => 9,
+        STR | BIG_INT => {
+            let n = read_varint(bytes, &mut p);
+            p + n - pos
+        }
+        LIST | DICT => {
+            read_varint(bytes, &mut p);
+            let n = read_u32(bytes, p);
+            p + 4 + n - pos
+        }
+        _ => 1,
+    }
+}
+
+impl<'a> ValueRef<'a> {
+    /// A view of the encoded value that starts at the beginning of `bytes`.
+    pub fn new(bytes: &'a [u8]) -> Self {
+        let len = value_len(bytes, 0);
+        Self { bytes: &bytes[..len] }
+    }
+
+    pub fn bytes(self) -> &'a [u8] {
+        self.bytes
+    }
+
+    pub fn get(self) -> Value<'a> {
+        let b = self.bytes;
+        let mut p = 1;
+        match b[0] {
+            NULL => Value::Null,
+            FALSE => Value::Bool(false),
+            TRUE => Value::Bool(true),
+            INT => Value::Int(i64::from_le_bytes(read_8(b, 1))),
+            FLOAT => Value::Float(f64::from_bits(u64::from_le_bytes(read_8(b, 1)))),
+            STR | BIG_INT => {
+                let n = read_varint(b, &mut p);
+                let s = utf8(&b[p..p + n]);
+                if b[0] == STR { Value::Str(s) } else { Value::BigInt(s) }
+            }
+            tag => {
+                let count = read_varint(b, &mut p);
+                let items = Items {
+                    count,
+                    bytes: &b[p + 4..],
+                };
+                if tag == LIST {
+                    Value::List(items)
+                } else {
+                    Value::Dict(items)
+                }
+            }
+        }
+    }
+
+    pub fn as_str(self) -> Option<&'a str> {
+        match self.get() {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_dict(self) -> Option<Items<'a>> {
+        match self.get() {
+            Value::Dict(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    pub fn as_list(self) -> Option<Items<'a>> {
+        match self.get() {
+            Value::List(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    pub fn is_null(self) -> bool {
+        matches!(self.get(), Value::Null)
+    }
+
+    /// The value under `key` when this is a dict.
+    pub fn field(self, key: &str) -> Option<ValueRef<'a>> {
+        self.as_dict()?.field(key)
+    }
+}
+
+impl<'a> Items<'a> {
+    /// The values of a list.
+    pub fn values(self) -> impl Iterator<Item = ValueRef<'a>> {
+        let bytes = self.bytes;
+        let mut pos = 0;
+        (0..self.count).map(move |_| {
+            let len = value_len(bytes, pos);
+            let v = ValueRef {
+                bytes: &bytes[pos..pos + len],
+            };
+            pos += len;
+            v
+        })
+    }
+
+    /// The key/value pairs of a dict, in insertion order.
+    pub fn entries(self) -> impl Iterator<Item = (&'a str, ValueRef<'a>)> {
+        self.keyed_entries().map(|(key, v)| (key.name, v))
+    }
+
+    /// The entries with each key's well-known code, for readers that cache those keys.
+    pub fn keyed_entries(self) -> impl Iterator<Item = (Key<'a>, ValueRef<'a>)> {
+        let bytes = self.bytes;
+        let mut pos = 0;
+        (0..self.count).map(move |_| {
+            let code = bytes[pos];
+            pos += 1;
+            let key = if code == INLINE_KEY {
+                let n = read_varint(bytes, &mut pos);
+                let name = utf8(&bytes[pos..pos + n]);
+                pos += n;
+                Key { code: None, name }
+            } else {
+                Key {
+                    code: Some(code as usize),
+                    name: WELL_KNOWN_KEYS[code as usize],
+                }
+            };
+            let len = value_len(bytes, pos);
+            let v = ValueRef {
+                bytes: &bytes[pos..pos + len],
+            };
+            pos += len;
+            (key, v)
+        })
+    }
+
+    /// The value under `key` in a dict (the first, should a key repeat).
+    pub fn field(self, key: &str) -> Option<ValueRef<'a>> {
+        self.entries().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+}
+
+/// Calls `f` with each piece of a message's searchable text, in order (see `docs/message-array.md`):
+/// the string content, or for a list of blocks: string blocks, `text`, a `tool_result`'s content
+/// (string or blocks) and the string values inside a `tool_use` block's `input`.
+pub fn for_each_text<'a>(message: ValueRef<'a>, f: &mut impl FnMut(&'a str)) {
+    let Some(content) = message.field("content") else {
+        return;
+    };
+    content_text(content, f);
+}
+
+fn content_text<'a>(content: ValueRef<'a>, f: &mut impl FnMut(&'a str)) {
+    match content.get() {
+        Value::Str(s) => f(s),
+        Value::List(blocks) => {
+            for block in blocks.values() {
+                block_text(block, f);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn block_text<'a>(block: ValueRef<'a>, f: &mut impl FnMut(&'a str)) {
+    match block.get() {
+        Value::Str(s) => f(s),
+        Value::Dict(items) => {
+            let kind = items.field("type").and_then(ValueRef::as_str);
+            if let Some(text) = items.field("text").and_then(ValueRef::as_str) {
+                f(text);
+            }
+            match kind {
+                Some("tool_result") => {
+                    if let Some(inner) = items.field("content") {
+                        content_text(inner, f);
+                    }
+                }
+                Some("tool_use") => {
+                    if let Some(input) = items.field("input") {
+                        string_leaves(input, f);
+                    }
+                }
+                _ => {}
+            }
+        }
+        _ => {}
+    }
+}
+
+fn string_leaves<'a>(value: ValueRef<'a>, f: &mut impl FnMut(&'a str)) {
+    match value.get() {
+        Value::Str(s) => f(s),
+        Value::List(items) => items.values().for_each(|v| string_leaves(v, f)),
+        Value::Dict(items) => items.entries().for_each(|(_, v)| string_leaves(v, f)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<u8> {
+        let mut buf = Vec::new();
+        let mut e = Encoder::new(&mut buf);
+        let d = e.open_dict(4);
+        e.key("role");
+        e.str("assistant");
+        e.key("content");
+        e.null();
+        e.key("x-custom");
+        let l = e.open_list(4);
+        e.int(-7);
+        e.float(1.5);
+        e.big_int("123456789012345678901234567890");
+        e.str("你好");
+        e.close(l);
+        e.key("ok");
+        e.bool(true);
+        e.close(d);
+        buf
+    }
+
+    #[test]
+    fn round_trips_every_kind_of_value_in_order() {
+        let buf = sample();
+        let v = ValueRef::new(&buf);
+        assert_eq!(v.bytes().len(), buf.len());
+        let keys: Vec<&str> = v.as_dict().unwrap().entries().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["role", "content", "x-custom", "ok"]);
+        assert_eq!(v.field("role").unwrap().as_str(), Some("assistant"));
+        assert!(v.field("content").unwrap().is_null());
+        let list: Vec<Value> = v
+            .field("x-custom")
+            .unwrap()
+            .as_list()
+            .unwrap()
+            .values()
+            .map(ValueRef::get)
+            .collect();
+        assert!(matches!(list[0], Value::Int(-7)));
+        assert!(matches!(list[1], Value::Float(f) if f == 1.5));
+        assert!(matches!(list[2], Value::BigInt("123456789012345678901234567890")));
+        assert!(matches!(list[3], Value::Str("你好")));
+        assert!(matches!(v.field("ok").unwrap().get(), Value::Bool(true)));
+        assert!(v.field("missing").is_none());
+    }
+
+    #[test]
+    fn long_strings_use_multi_byte_lengths() {
+        let text = "é".repeat(70_000);
+        let mut buf = Vec::new();
+        Encoder::new(&mut buf).str(&text);
+        assert_eq!(ValueRef::new(&buf).as_str(), Some(text.as_str()));
+    }
+
+    #[test]
+    fn text_of_blocks_covers_text_tool_results_and_tool_use_inputs() {
+        let mut buf = Vec::new();
+        let mut e = Encoder::new(&mut buf);
+        let d = e.open_dict(1);
+        e.key("content");
+        let l = e.open_list(3);
+        let b1 = e.open_dict(2);
+        e.key("type");
+        e.str("text");
+        e.key("text");
+        e.str("alpha");
+        e.close(b1);
+        let b2 = e.open_dict(2);
+        e.key("type");
+        e.str("tool_result");
+        e.key("content");
+        e.str("beta");
+        e.close(b2);
+        let b3 = e.open_dict(2);
+        e.key("type");
+        e.str("tool_use");
+        e.key("input");
+        let i = e.open_dict(1);
+        e.key("q");
+        e.str("gamma");
+        e.close(i);
+        e.close(b3);
+        e.close(l);
+        e.close(d);
+        let mut seen = Vec::new();
+        for_each_text(ValueRef::new(&buf), &mut |s| seen.push(s));
+        assert_eq!(seen, ["alpha", "beta", "gamma"]);
+    }
+}

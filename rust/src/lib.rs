@@ -1,0 +1,24 @@
+//! memci's Rust core. [`core`] holds the algorithms and never touches Python; [`python`] is the
+//! thin binding that converts, locks and delegates. The module `memci._core` is declared here.
+
+pub mod alloc;
+pub mod core;
+pub mod python;
+
+use pyo3::prelude::*;
+
+/// The compiled core of memci.
+#[pymodule]
+mod _core {
+    #[pymodule_export]
+    use crate::python::store::MessageStore;
+
+    #[pymodule_export]
+    use crate::python::allocated_bytes;
+
+    #[pymodule_init]
+    fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
+        use pyo3::types::PyModuleMethods;
+        m.add("__version__", env!("CARGO_PKG_VERSION"))
+    }
+}

@@ -1,0 +1,229 @@
+//! Python objects to encoded messages and back.
+//!
+//! Encoding dispatches on exact types first (the common case: `dict`, `str`, `list`, `int`) and
+//! falls back to subclass checks (`StrEnum`, `IntEnum`, named tuples), which come back as their
+//! base type. Decoding builds fresh objects every time, so nothing returned aliases the store.
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+
+use crate::core::error::Error;
+use crate::core::store::Incoming;
+use crate::core::value::{Encoder, Value, ValueRef, WELL_KNOWN_KEYS};
+
+/// Deeper than this is refused: it also stops a self-containing list from recursing forever.
+const MAX_DEPTH: usize = 128;
+
+/// Where a value failed, innermost segment first (filled in as the error unwinds).
+struct Failure {
+    segments: Vec<String>,
+    reason: String,
+}
+
+impl Failure {
+    fn new(reason: impl Into<String>) -> Self {
+        Self {
+            segments: Vec::new(),
+            reason: reason.into(),
+        }
+    }
+
+    fn within(mut self, segment: String) -> Self {
+        self.segments.push(segment);
+        self
+    }
+
+    fn into_error(self, prefix: &str) -> Error {
+        let mut path = prefix.to_owned();
+        for s in self.segments.iter().rev() {
+            path.push_str(s);
+        }
+        Error::message(path, self.reason)
+    }
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map_or_else(|_| "object".into(), |n| n.to_string())
+}
+
+fn encode(obj: &Bound<'_, PyAny>, e: &mut Encoder<'_>, depth: usize) -> Result<(), Failure> {
+    if depth > MAX_DEPTH {
+        return Err(Failure::new(format!("nested more than {MAX_DEPTH} levels deep")));
+    }
+    if let Ok(s) = obj.cast_exact::<PyString>() {
+        return encode_str(s, e);
+    }
+    if obj.is_none() {
+        e.null();
+        return Ok(());
+    }
+    if let Ok(d) = obj.cast_exact::<PyDict>() {
+        return encode_dict(d, e, depth);
+    }
+    if let Ok(l) = obj.cast_exact::<PyList>() {
+        return encode_seq(l.iter(), l.len(), e, depth);
+    }
+    if let Ok(b) = obj.cast_exact::<PyBool>() {
+        e.bool(b.is_true());
+        return Ok(());
+    }
+    if let Ok(i) = obj.cast::<PyInt>() {
+        return encode_int(i, e);
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        let v = f.value();
+        if !v.is_finite() {
+            return Err(Failure::new(format!(
+                "{v} is not a JSON value (only finite floats are)"
+            )));
+        }
+        e.float(v);
+        return Ok(());
+    }
+    if let Ok(t) = obj.cast::<PyTuple>() {
+        return encode_seq(t.iter(), t.len(), e, depth);
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return encode_str(s, e);
+    }
+    if let Ok(d) = obj.cast::<PyDict>() {
+        return encode_dict(d, e, depth);
+    }
+    if let Ok(l) = obj.cast::<PyList>() {
+        return encode_seq(l.iter(), l.len(), e, depth);
+    }
+    Err(Failure::new(format!(
+        "{} is not a JSON value (expected dict, list, tuple, str, int, float, bool or None)",
+        type_name(obj)
+    )))
+}
+
+fn encode_str(s: &Bound<'_, PyString>, e: &mut Encoder<'_>) -> Result<(), Failure> {
+    let text = s
+        .to_str()
+        .map_err(|_| Failure::new("str is not valid Unicode (it holds a lone surrogate)"))?;
+    e.str(text);
+    Ok(())
+}
+
+fn encode_int(i: &Bound<'_, PyInt>, e: &mut Encoder<'_>) -> Result<(), Failure> {
+    if let Ok(v) = i.extract::<i64>() {
+        e.int(v);
+    } else {
+        let text = i.str().map_err(|err| Failure::new(err.to_string()))?;
+        e.big_int(text.to_str().map_err(|err| Failure::new(err.to_string()))?);
+    }
+    Ok(())
+}
+
+fn encode_dict(d: &Bound<'_, PyDict>, e: &mut Encoder<'_>, depth: usize) -> Result<(), Failure> {
+    let open = e.open_dict(d.len());
+    for (k, v) in d.iter() {
+        let Ok(key) = k.cast::<PyString>() else {
+            return Err(Failure::new(format!(
+                "keys must be str, got {} key {}",
+                type_name(&k),
+                k.repr().map_or_else(|_| "?".into(), |r| r.to_string())
+            )));
+        };
+        let key = key.to_str().map_err(|_| Failure::new("a key is not valid Unicode"))?;
+        e.key(key);
+        encode(&v, e, depth + 1).map_err(|f| f.within(format!(".{key}")))?;
+    }
+    e.close(open);
+    Ok(())
+}
+
+fn encode_seq<'py>(
+    items: impl Iterator<Item = Bound<'py, PyAny>>,
+    len: usize,
+    e: &mut Encoder<'_>,
+    depth: usize,
+) -> Result<(), Failure> {
+    let open = e.open_list(len);
+    for (i, v) in items.enumerate() {
+        encode(&v, e, depth + 1).map_err(|f| f.within(format!("[{i}]")))?;
+    }
+    e.close(open);
+    Ok(())
+}
+
+/// Encode and check one message; `path` names it in errors (`messages[3]`, `message`).
+pub fn add_message(obj: &Bound<'_, PyAny>, incoming: &mut Incoming, path: &dyn Fn() -> String) -> Result<(), Error> {
+    if !obj.is_instance_of::<PyDict>() {
+        return Err(Error::message(
+            path(),
+            format!("a message must be a dict, got {}", type_name(obj)),
+        ));
+    }
+    let (start, mut e) = incoming.encoder();
+    encode(obj, &mut e, 0).map_err(|f| f.into_error(&path()))?;
+    incoming.finish(start, path)
+}
+
+/// Encode a message or a list of messages (all-or-nothing: the caller stores nothing on error).
+pub fn incoming(obj: &Bound<'_, PyAny>) -> Result<Incoming, Error> {
+    let mut incoming = Incoming::default();
+    if obj.is_instance_of::<PyDict>() {
+        add_message(obj, &mut incoming, &|| "message".to_owned())?;
+    } else if let Ok(list) = obj.cast::<PyList>() {
+        for (i, m) in list.iter().enumerate() {
+            add_message(&m, &mut incoming, &|| format!("messages[{i}]"))?;
+        }
+    } else if let Ok(t) = obj.cast::<PyTuple>() {
+        for (i, m) in t.iter().enumerate() {
+            add_message(&m, &mut incoming, &|| format!("messages[{i}]"))?;
+        }
+    } else {
+        return Err(Error::message(
+            "messages",
+            format!("expected a message dict or a list of them, got {}", type_name(obj)),
+        ));
+    }
+    Ok(incoming)
+}
+
+static KEYS: PyOnceLock<Vec<Py<PyString>>> = PyOnceLock::new();
+
+fn keys(py: Python<'_>) -> &Vec<Py<PyString>> {
+    KEYS.get_or_init(py, || {
+        WELL_KNOWN_KEYS
+            .iter()
+            .map(|k| PyString::intern(py, k).unbind())
+            .collect()
+    })
+}
+
+/// A fresh Python object for an encoded value.
+pub fn to_py<'py>(py: Python<'py>, v: ValueRef<'_>) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v.get() {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, b).to_owned().into_any(),
+        Value::Int(i) => i.into_pyobject(py)?.into_any(),
+        Value::BigInt(s) => py.get_type::<PyInt>().call1((s,))?,
+        Value::Float(f) => PyFloat::new(py, f).into_any(),
+        Value::Str(s) => PyString::new(py, s).into_any(),
+        Value::List(items) => {
+            let list = PyList::empty(py);
+            for item in items.values() {
+                list.append(to_py(py, item)?)?;
+            }
+            list.into_any()
+        }
+        Value::Dict(items) => {
+            let dict = PyDict::new(py);
+            let cached = keys(py);
+            for (key, item) in items.keyed_entries() {
+                let value = to_py(py, item)?;
+                match key.code {
+                    Some(c) => dict.set_item(cached[c].bind(py), value)?,
+                    None => dict.set_item(key.name, value)?,
+                }
+            }
+            dict.into_any()
+        }
+    })
+}

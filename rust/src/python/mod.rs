@@ -1,0 +1,14 @@
+//! The binding: converts between Python objects and the core's encodings, takes the store's
+//! lock without blocking the GIL, maps errors to `memci.errors`, and delegates everything else.
+
+pub mod convert;
+pub mod errors;
+pub mod store;
+
+use pyo3::prelude::*;
+
+/// Bytes currently allocated by the Rust core in this process (all stores together).
+#[pyfunction]
+pub fn allocated_bytes() -> usize {
+    crate::alloc::allocated()
+}

@@ -1,0 +1,326 @@
+//! `memci._core.MessageStore`: the core [`Store`] behind a lock, as a frozen pyclass.
+//!
+//! Each method takes the lock once, so every call is atomic. The lock is never waited for while
+//! holding the GIL (try first, otherwise wait with the GIL released), so a thread holding the
+//! lock can always get the GIL back. Messages are converted before the lock is taken.
+
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyList};
+
+use crate::core::arena::NodeId;
+use crate::core::error::Error;
+use crate::core::roles::Role;
+use crate::core::store::{Conditions, Cuts, Store};
+use crate::python::convert::{incoming, to_py};
+
+#[pyclass(frozen, module = "memci._core", name = "MessageStore")]
+pub struct MessageStore {
+    inner: RwLock<Store>,
+}
+
+fn role(name: &str, what: &str) -> Result<Role, Error> {
+    Role::parse(name).ok_or_else(|| {
+        Error::InvalidOperation(format!(
+            "{what}: unknown role {name:?} (expected system, developer, user, assistant or tool)"
+        ))
+    })
+}
+
+fn roles(names: Option<Vec<String>>, what: &str) -> Result<Vec<Role>, Error> {
+    names.unwrap_or_default().iter().map(|n| role(n, what)).collect()
+}
+
+fn opt_role(name: Option<&str>, what: &str) -> Result<Option<Role>, Error> {
+    name.map(|n| role(n, what)).transpose()
+}
+
+impl MessageStore {
+    fn read(&self, py: Python<'_>) -> RwLockReadGuard<'_, Store> {
+        self.inner.try_read().unwrap_or_else(|| py.detach(|| self.inner.read()))
+    }
+
+    fn write(&self, py: Python<'_>) -> RwLockWriteGuard<'_, Store> {
+        self.inner
+            .try_write()
+            .unwrap_or_else(|| py.detach(|| self.inner.write()))
+    }
+
+    /// Decode stored messages into a new list.
+    fn decode<'py>(
+        py: Python<'py>,
+        store: &Store,
+        ids: impl IntoIterator<Item = NodeId>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for id in ids {
+            list.append(to_py(py, store.arena().message(id))?)?;
+        }
+        Ok(list)
+    }
+}
+
+#[pymethods]
+impl MessageStore {
+    #[new]
+    fn new() -> Self {
+        Self {
+            inner: RwLock::new(Store::default()),
+        }
+    }
+
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.read(py).len()
+    }
+
+    // ---- writes ------------------------------------------------------------------------------
+
+    fn append(&self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<()> {
+        let incoming = incoming(messages)?;
+        self.write(py).append(&incoming);
+        Ok(())
+    }
+
+    fn insert(
+        &self,
+        py: Python<'_>,
+        position: usize,
+        messages: &Bound<'_, PyAny>,
+        description: String,
+    ) -> PyResult<()> {
+        let incoming = incoming(messages)?;
+        Ok(self.write(py).insert(position, &incoming, description)?)
+    }
+
+    fn replace(&self, py: Python<'_>, index: i64, message: &Bound<'_, PyAny>, description: String) -> PyResult<()> {
+        let incoming = incoming(message)?;
+        if incoming.len() != 1 {
+            return Err(Error::message("message", "replace takes exactly one message dict").into());
+        }
+        Ok(self.write(py).replace(index, &incoming, description)?)
+    }
+
+    #[pyo3(signature = (description, keep_first, keep_last, remove_first, remove_last, range, role))]
+    #[allow(clippy::too_many_arguments)]
+    fn truncate(
+        &self,
+        py: Python<'_>,
+        description: String,
+        keep_first: Option<usize>,
+        keep_last: Option<usize>,
+        remove_first: Option<usize>,
+        remove_last: Option<usize>,
+        range: Option<(usize, usize)>,
+        role: Option<&str>,
+    ) -> PyResult<()> {
+        let cuts = Cuts {
+            keep_first,
+            keep_last,
+            remove_first,
+            remove_last,
+            range,
+            role: opt_role(role, "truncate")?,
+        };
+        Ok(self.write(py).truncate(&cuts, description)?)
+    }
+
+    fn clear(&self, py: Python<'_>, description: String, keep_system: bool) {
+        self.write(py).clear(keep_system, description);
+    }
+
+    #[pyo3(signature = (description, roles, contains, excludes))]
+    fn filter(
+        &self,
+        py: Python<'_>,
+        description: String,
+        roles: Option<Vec<String>>,
+        contains: Option<Vec<String>>,
+        excludes: Option<Vec<String>>,
+    ) -> PyResult<()> {
+        let conditions = Conditions {
+            roles: self::roles(roles, "filter")?,
+            contains: contains.unwrap_or_default(),
+            excludes: excludes.unwrap_or_default(),
+        };
+        // The text scan is the heavy part: do it with the GIL released.
+        py.detach(|| self.inner.write().filter(&conditions, description));
+        Ok(())
+    }
+
+    fn checkpoint(&self, py: Python<'_>, description: String) -> usize {
+        self.write(py).checkpoint(description)
+    }
+
+    fn rollback(&self, py: Python<'_>, batch_index: i64) -> PyResult<()> {
+        let b = usize::try_from(batch_index).map_err(|_| {
+            Error::Batch(format!(
+                "rollback: batch {batch_index} does not exist (batch indices are >= 0)"
+            ))
+        })?;
+        Ok(self.write(py).rollback(b)?)
+    }
+
+    fn set_tool_description(&self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<()> {
+        let incoming = incoming(message)?;
+        if incoming.len() != 1 {
+            return Err(Error::message("tool_description", "must be one message dict").into());
+        }
+        self.write(py).set_tool_description(&incoming);
+        Ok(())
+    }
+
+    fn mark(&self, py: Python<'_>, index: i64, tag: &str) -> PyResult<()> {
+        Ok(self.write(py).mark(index, tag)?)
+    }
+
+    // ---- reads -------------------------------------------------------------------------------
+
+    fn tool_description<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let store = self.read(py);
+        store
+            .tool_description()
+            .map(|id| to_py(py, store.arena().message(id)))
+            .transpose()
+    }
+
+    fn get<'py>(&self, py: Python<'py>, index: i64) -> PyResult<Bound<'py, PyAny>> {
+        let store = self.read(py);
+        let id = store.get(index)?;
+        to_py(py, store.arena().message(id))
+    }
+
+    fn slice<'py>(&self, py: Python<'py>, start: usize, stop: usize) -> PyResult<Bound<'py, PyList>> {
+        let store = self.read(py);
+        let stop = stop.min(store.len());
+        let start = start.min(stop);
+        let ids: Vec<NodeId> = store.visible().iter().skip(start).take(stop - start).copied().collect();
+        Self::decode(py, &store, ids)
+    }
+
+    fn take<'py>(&self, py: Python<'py>, positions: Vec<i64>) -> PyResult<Bound<'py, PyList>> {
+        let store = self.read(py);
+        let ids = positions.iter().map(|&p| store.get(p)).collect::<Result<Vec<_>, _>>()?;
+        Self::decode(py, &store, ids)
+    }
+
+    fn messages<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let store = self.read(py);
+        Self::decode(py, &store, store.visible().iter().copied())
+    }
+
+    fn all_messages<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let store = self.read(py);
+        Self::decode(py, &store, 0..store.arena().len() as NodeId)
+    }
+
+    fn by_role<'py>(&self, py: Python<'py>, role: &str) -> PyResult<Bound<'py, PyList>> {
+        let r = self::role(role, "by_role")?;
+        let store = self.read(py);
+        Self::decode(py, &store, store.by_role(r))
+    }
+
+    #[pyo3(signature = (n, roles))]
+    fn recent<'py>(&self, py: Python<'py>, n: usize, roles: Option<Vec<String>>) -> PyResult<Bound<'py, PyList>> {
+        let roles = self::roles(roles, "recent")?;
+        let store = self.read(py);
+        Self::decode(py, &store, store.recent(n, &roles))
+    }
+
+    fn role_range<'py>(&self, py: Python<'py>, role: &str, start: usize, end: usize) -> PyResult<Bound<'py, PyList>> {
+        let r = self::role(role, "role_range")?;
+        let store = self.read(py);
+        Self::decode(py, &store, store.role_range(r, start, end))
+    }
+
+    #[pyo3(signature = (role))]
+    fn count(&self, py: Python<'_>, role: Option<&str>) -> PyResult<usize> {
+        let r = opt_role(role, "count")?;
+        Ok(self.read(py).count(r))
+    }
+
+    #[pyo3(signature = (role))]
+    fn indices<'py>(&self, py: Python<'py>, role: Option<&str>) -> PyResult<Bound<'py, PyByteArray>> {
+        let r = opt_role(role, "indices")?;
+        let positions = self.read(py).positions(r);
+        let bytes: Vec<u8> = positions.iter().flat_map(|&p| i64::from(p).to_ne_bytes()).collect();
+        Ok(PyByteArray::new(py, &bytes))
+    }
+
+    #[pyo3(signature = (start, end, role))]
+    fn between<'py>(
+        &self,
+        py: Python<'py>,
+        start: Option<f64>,
+        end: Option<f64>,
+        role: Option<&str>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let r = opt_role(role, "between")?;
+        let store = self.read(py);
+        Self::decode(py, &store, store.between(start, end, r))
+    }
+
+    #[pyo3(signature = (tag, role))]
+    fn marked<'py>(&self, py: Python<'py>, tag: &str, role: Option<&str>) -> PyResult<Bound<'py, PyList>> {
+        let r = opt_role(role, "marked")?;
+        let store = self.read(py);
+        Self::decode(py, &store, store.marked(tag, r))
+    }
+
+    fn timestamps(&self, py: Python<'_>) -> Vec<f64> {
+        let store = self.read(py);
+        store.visible().iter().map(|&id| store.arena().timestamp(id)).collect()
+    }
+
+    #[getter]
+    fn batch_index(&self, py: Python<'_>) -> usize {
+        self.read(py).batch_index()
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn snapshot<'py>(
+        &self,
+        py: Python<'py>,
+        batch_index: i64,
+    ) -> PyResult<(usize, f64, Bound<'py, PyList>, usize, Option<String>)> {
+        let store = self.read(py);
+        let b = usize::try_from(batch_index).map_err(|_| {
+            Error::Batch(format!(
+                "snapshot: batch {batch_index} does not exist (batch indices are >= 0)"
+            ))
+        })?;
+        let (visible, timestamp, description) = store.snapshot(b)?;
+        let count = visible.len();
+        let messages = Self::decode(py, &store, visible.iter().copied())?;
+        Ok((b, timestamp, messages, count, description))
+    }
+
+    fn stats(&self, py: Python<'_>) -> (usize, usize, usize, usize) {
+        let store = self.read(py);
+        (
+            store.arena().len(),
+            store.len(),
+            store.batch_index() + 1,
+            store.batch_index(),
+        )
+    }
+
+    fn to_json(&self, py: Python<'_>) -> String {
+        let store = self.read(py);
+        py.detach(|| store.to_json())
+    }
+
+    #[staticmethod]
+    fn from_json(py: Python<'_>, text: &str) -> PyResult<Self> {
+        let store = py.detach(|| Store::from_json(text))?;
+        Ok(Self {
+            inner: RwLock::new(store),
+        })
+    }
+
+    fn copy(&self, py: Python<'_>) -> Self {
+        let store = self.read(py);
+        Self {
+            inner: RwLock::new(store.clone()),
+        }
+    }
+}
