@@ -8,13 +8,18 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use imbl::Vector;
 use memchr::memmem::Finder;
+use rayon::prelude::*;
 
 use crate::core::arena::{Arena, NodeId};
 use crate::core::error::{Error, Result};
 use crate::core::message::{self, Facts};
-use crate::core::roles::Role;
+use crate::core::roles::{Role, items};
 use crate::core::snapshot::{History, View};
 use crate::core::value::{Encoder, ValueRef, for_each_text};
+
+/// Below this many visible messages a text scan runs on one core (threads cost more than they save).
+const PARALLEL_FROM: usize = 8192;
+const PARALLEL_CHUNK: usize = 4096;
 
 pub fn now() -> f64 {
     SystemTime::now()
@@ -24,10 +29,38 @@ pub fn now() -> f64 {
 
 /// Messages encoded and checked, not yet stored. Built outside the store's lock, so a list is
 /// accepted or rejected as a whole before the store is touched.
-#[derive(Default, Debug)]
+#[derive(Debug)]
 pub struct Incoming {
     bytes: Vec<u8>,
     messages: Vec<(Range<usize>, Facts)>,
+}
+
+thread_local! {
+    /// The encoding buffer, kept between calls: growing a fresh one cost an append several
+    /// reallocations, about a third of its time for a short message.
+    static SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Scratch buffers larger than this are not kept.
+const SCRATCH_KEEP_BYTES: usize = 1 << 20;
+
+impl Default for Incoming {
+    fn default() -> Self {
+        Self {
+            bytes: SCRATCH.take(),
+            messages: Vec::with_capacity(1),
+        }
+    }
+}
+
+impl Drop for Incoming {
+    fn drop(&mut self) {
+        if self.bytes.capacity() <= SCRATCH_KEEP_BYTES {
+            let mut bytes = std::mem::take(&mut self.bytes);
+            bytes.clear();
+            SCRATCH.set(bytes);
+        }
+    }
 }
 
 impl Incoming {
@@ -252,28 +285,35 @@ impl Store {
         self.view = View::of(kept, &self.arena);
     }
 
-    /// The visible ids FILTER keeps. O(total text); takes no lock of its own, so the binding can
-    /// run it with the GIL released.
+    /// The visible ids FILTER keeps. O(total text), split across cores for long histories; it
+    /// takes no lock of its own, so the binding runs it with the GIL released.
     pub fn filtered(&self, conditions: &Conditions) -> Vector<NodeId> {
         let contains: Vec<Finder<'_>> = conditions.contains.iter().map(|k| Finder::new(k.as_bytes())).collect();
         let excludes: Vec<Finder<'_>> = conditions.excludes.iter().map(|k| Finder::new(k.as_bytes())).collect();
-        let mut text = String::new();
-        self.view
-            .visible
-            .iter()
-            .copied()
-            .filter(|&id| {
-                if !conditions.roles.is_empty() && !conditions.roles.contains(&self.arena.role(id)) {
-                    return false;
-                }
-                if contains.is_empty() && excludes.is_empty() {
-                    return true;
-                }
-                let hay = message_text(self.arena.message(id), &mut text);
-                let found = |f: &Finder<'_>| f.find(hay.as_bytes()).is_some();
-                (contains.is_empty() || contains.iter().any(found)) && !excludes.iter().any(found)
+        let keep = |id: NodeId, text: &mut String| {
+            if !conditions.roles.is_empty() && !conditions.roles.contains(&self.arena.role(id)) {
+                return false;
+            }
+            if contains.is_empty() && excludes.is_empty() {
+                return true;
+            }
+            let hay = message_text(self.arena.message(id), text);
+            let found = |f: &Finder<'_>| f.find(hay.as_bytes()).is_some();
+            (contains.is_empty() || contains.iter().any(found)) && !excludes.iter().any(found)
+        };
+        let ids: Vec<NodeId> = self.view.visible.iter().copied().collect();
+        if ids.len() < PARALLEL_FROM || (contains.is_empty() && excludes.is_empty()) {
+            let mut text = String::new();
+            return ids.into_iter().filter(|&id| keep(id, &mut text)).collect();
+        }
+        let parts: Vec<Vec<NodeId>> = ids
+            .par_chunks(PARALLEL_CHUNK)
+            .map(|chunk| {
+                let mut text = String::new();
+                chunk.iter().copied().filter(|&id| keep(id, &mut text)).collect()
             })
-            .collect()
+            .collect();
+        parts.into_iter().flatten().collect()
     }
 
     /// FILTER: new batch.
@@ -365,7 +405,7 @@ impl Store {
     pub fn recent(&self, n: usize, roles: &[Role]) -> Vec<NodeId> {
         if roles.is_empty() {
             let len = self.len();
-            return self.view.visible.iter().skip(len.saturating_sub(n)).copied().collect();
+            return items(&self.view.visible, len.saturating_sub(n)..len).collect();
         }
         self.ids_at(&self.view.roles.last_of(roles, n))
     }
@@ -375,11 +415,8 @@ impl Store {
         let positions = self.view.roles.of(role);
         let end = end.min(positions.len());
         let start = start.min(end);
-        positions
-            .iter()
-            .skip(start)
-            .take(end - start)
-            .map(|&p| self.view.visible[p as usize])
+        items(positions, start..end)
+            .map(|p| self.view.visible[p as usize])
             .collect()
     }
 

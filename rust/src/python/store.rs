@@ -10,7 +10,7 @@ use pyo3::types::{PyByteArray, PyList};
 
 use crate::core::arena::NodeId;
 use crate::core::error::Error;
-use crate::core::roles::Role;
+use crate::core::roles::{Role, items};
 use crate::core::store::{Conditions, Cuts, Store};
 use crate::python::convert::{incoming, to_py};
 
@@ -193,7 +193,7 @@ impl MessageStore {
         let store = self.read(py);
         let stop = stop.min(store.len());
         let start = start.min(stop);
-        let ids: Vec<NodeId> = store.visible().iter().skip(start).take(stop - start).copied().collect();
+        let ids: Vec<NodeId> = items(store.visible(), start..stop).collect();
         Self::decode(py, &store, ids)
     }
 
