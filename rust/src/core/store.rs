@@ -478,3 +478,168 @@ fn message_text<'a>(message: ValueRef<'a>, buf: &'a mut String) -> &'a str {
     });
     buf
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn incoming(messages: &[(&str, &str)]) -> Incoming {
+        let mut incoming = Incoming::default();
+        for (role, content) in messages {
+            let (start, mut e) = incoming.encoder();
+            let d = e.open_dict(2);
+            e.key("role");
+            e.str(role);
+            e.key("content");
+            e.str(content);
+            e.close(d);
+            incoming.finish(start, || "m".into()).unwrap();
+        }
+        incoming
+    }
+
+    fn contents(store: &Store) -> Vec<String> {
+        store
+            .visible()
+            .iter()
+            .map(|&id| {
+                store
+                    .arena()
+                    .message(id)
+                    .field("content")
+                    .unwrap()
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    fn store_of(n: usize) -> Store {
+        let mut store = Store::default();
+        let names: Vec<String> = (0..n).map(|i| format!("m{i}")).collect();
+        let msgs: Vec<(&str, &str)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (if i % 2 == 0 { "user" } else { "assistant" }, c.as_str()))
+            .collect();
+        store.append(&incoming(&msgs));
+        store
+    }
+
+    #[test]
+    fn truncate_cuts_compose_like_slices_in_field_order() {
+        let cuts = Cuts {
+            keep_last: Some(6),
+            remove_first: Some(1),
+            range: Some((1, 3)),
+            ..Cuts::default()
+        };
+        assert_eq!(cuts.window(10), 6..8);
+        assert_eq!(
+            Cuts {
+                keep_last: Some(0),
+                ..Cuts::default()
+            }
+            .window(5),
+            5..5
+        );
+        assert_eq!(
+            Cuts {
+                remove_last: Some(9),
+                ..Cuts::default()
+            }
+            .window(5),
+            0..0
+        );
+        assert_eq!(
+            Cuts {
+                range: Some((4, 2)),
+                ..Cuts::default()
+            }
+            .window(5),
+            4..4
+        );
+    }
+
+    #[test]
+    fn role_restricted_truncate_keeps_only_that_role() {
+        let mut store = store_of(10);
+        store
+            .truncate(
+                &Cuts {
+                    keep_last: Some(2),
+                    role: Some(Role::User),
+                    ..Cuts::default()
+                },
+                "t".into(),
+            )
+            .unwrap();
+        assert_eq!(contents(&store), ["m6", "m8"]);
+        assert_eq!(store.count(Some(Role::User)), 2);
+        assert_eq!(store.count(Some(Role::Assistant)), 0);
+    }
+
+    #[test]
+    fn rollback_restores_each_batch_as_it_ended_and_keeps_every_message() {
+        let mut store = store_of(4);
+        let cp = store.checkpoint("cp".into());
+        store.append(&incoming(&[("user", "late")]));
+        store
+            .truncate(
+                &Cuts {
+                    keep_first: Some(1),
+                    ..Cuts::default()
+                },
+                "t".into(),
+            )
+            .unwrap();
+        assert_eq!(contents(&store), ["m0"]);
+        store.rollback(cp + 1).unwrap();
+        assert_eq!(contents(&store).len(), 5);
+        store.rollback(cp).unwrap();
+        assert_eq!(contents(&store), ["m0", "m1", "m2", "m3"]);
+        assert_eq!(store.batch_index(), cp);
+        assert_eq!(store.arena().len(), 5);
+        assert!(store.rollback(cp + 1).is_err());
+    }
+
+    #[test]
+    fn replace_moves_the_position_between_role_indices() {
+        let mut store = store_of(3);
+        store
+            .replace(-1, &incoming(&[("tool_free_assistant_is_not_a_role", "x")]), "r".into())
+            .ok();
+        let mut bad = Incoming::default();
+        let (start, mut e) = bad.encoder();
+        e.str("not a dict");
+        assert!(bad.finish(start, || "m".into()).is_err());
+        assert!(store.replace(3, &incoming(&[("user", "x")]), "r".into()).is_err());
+        assert_eq!(store.batch_index(), 0, "a failed replace opens no batch");
+        store
+            .replace(2, &incoming(&[("assistant", "new")]), "r".into())
+            .unwrap();
+        assert_eq!(store.by_role(Role::User).len(), 1);
+        assert_eq!(store.recent(1, &[Role::Assistant]), [3]);
+        assert_eq!(store.arena().len(), 4);
+    }
+
+    #[test]
+    fn filter_matches_any_contains_and_no_excludes_on_many_cores() {
+        let mut store = Store::default();
+        let names: Vec<String> = (0..20_000)
+            .map(|i| format!("n{i} {}", if i % 3 == 0 { "apple" } else { "pear" }))
+            .collect();
+        let msgs: Vec<(&str, &str)> = names.iter().map(|c| ("user", c.as_str())).collect();
+        store.append(&incoming(&msgs));
+        let conditions = Conditions {
+            contains: vec!["apple".into()],
+            excludes: vec!["n3 ".into()],
+            ..Conditions::default()
+        };
+        store.filter(&conditions, "f".into());
+        let expected = (0..20_000).filter(|i| i % 3 == 0 && *i != 3).count();
+        assert_eq!(store.len(), expected);
+        assert_eq!(store.count(Some(Role::User)), expected);
+    }
+}
