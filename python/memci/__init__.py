@@ -1,0 +1,29 @@
+"""memci: an LLM agent's context window, held in Rust.
+
+>>> import memci
+>>> arr = memci.MessageArray([{"role": "system", "content": "You are terse."}])
+>>> arr.append({"role": "user", "content": "hi"}).message_count
+2
+
+See :class:`MessageArray`, the configs of :mod:`memci.ops`, and ``docs/message-array.md``.
+"""
+
+from memci import ops
+from memci._core import __version__
+from memci.array import MessageArray
+from memci.errors import BatchError, InvalidMessageError, InvalidOperationError, MemciError, PositionError
+from memci.results import BatchSnapshot, OperationResult, Stats
+
+__all__ = [
+    "BatchError",
+    "BatchSnapshot",
+    "InvalidMessageError",
+    "InvalidOperationError",
+    "MemciError",
+    "MessageArray",
+    "OperationResult",
+    "PositionError",
+    "Stats",
+    "__version__",
+    "ops",
+]

@@ -1,0 +1,330 @@
+"""``MessageArray``: an LLM agent's messages, with cuts that can be rolled back.
+
+A thin class over the Rust store (:class:`memci._core.MessageStore`): it checks and converts the
+arguments (through the configs of :mod:`memci.ops`), then delegates. Semantics:
+``docs/message-array.md``. Complexities below are for ``n`` visible messages, ``N`` stored ones
+and ``k`` messages returned or given.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import operator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, overload
+
+import numpy as np
+import numpy.typing as npt
+
+from memci import _core, ops
+from memci.errors import BatchError, InvalidMessageError, InvalidOperationError
+from memci.results import BatchSnapshot, OperationResult, Stats
+
+__all__ = ["MessageArray"]
+
+Message = ops.Message
+#: A bound of :meth:`MessageArray.between`: epoch seconds, a ``datetime`` (naive: local time) or
+#: ``None`` (unbounded).
+TimeBound = float | dt.datetime | None
+
+
+class MessageArray:
+    """The visible messages of an agent's context, every message ever stored, and the batches.
+
+    ``append`` adds at the end; ``insert``, ``replace``, ``truncate``, ``clear``, ``filter`` and
+    ``checkpoint`` each open a new batch whose predecessor can be restored with ``rollback``.
+    Messages are OpenAI chat-format dicts, copied in and out (never aliased). Every method call is
+    atomic with respect to other threads.
+    """
+
+    __slots__ = ("__weakref__", "_store")
+
+    _store: _core.MessageStore
+
+    def __init__(
+        self,
+        messages: Iterable[Message] | None = None,
+        *,
+        tool_description: str | Message | None = None,
+    ) -> None:
+        """Store ``messages`` (all-or-nothing) and the tool description, if any. Batch 0. O(k).
+
+        ``tool_description`` is a string (stored as a system message) or a system/developer
+        message; it is stored after ``messages`` and shown right after their leading
+        system/developer messages. CLEAR re-adds it when it is no longer visible.
+        """
+        description = _tool_description(tool_description)
+        store = _core.MessageStore()
+        if messages is not None:
+            store.append(ops.check_messages("MessageArray", messages))
+        if description is not None:
+            store.set_tool_description(description)
+        self._store = store
+
+    @classmethod
+    def _wrap(cls, store: _core.MessageStore) -> MessageArray:
+        array = cls.__new__(cls)
+        array._store = store
+        return array
+
+    # ---- operations ------------------------------------------------------------------------------
+
+    def append(self, messages: ops.Messages) -> OperationResult:
+        """APPEND one message or a list at the end, all-or-nothing; opens no batch. O(k)."""
+        return self.execute(ops.Append(messages))
+
+    def insert(self, position: int, messages: ops.Messages) -> OperationResult:
+        """INSERT messages before visible ``position``, ``0 <= position <= len``; new batch. O(n + k)."""
+        return self.execute(ops.Insert(position, messages))
+
+    def replace(self, index: int, message: Message) -> OperationResult:
+        """REPLACE the visible message at ``index`` (negative from the end) with a newly stored one;
+        the old one stays in :meth:`all_messages` and keeps its marks. New batch. O(log n)."""
+        return self.execute(ops.Replace(index, message))
+
+    def truncate(
+        self,
+        *,
+        keep_first: int | None = None,
+        keep_last: int | None = None,
+        remove_first: int | None = None,
+        remove_last: int | None = None,
+        range: ops.RangeLike | None = None,
+        role: str | None = None,
+    ) -> OperationResult:
+        """TRUNCATE: the given cuts in this order, like slices (see :class:`memci.ops.Truncate`);
+        with ``role``, only that role's visible messages are cut and kept. Keyword arguments only:
+        ``truncate(keep_last=5)``. New batch. O(k log n)."""
+        return self.execute(ops.Truncate(keep_first, keep_last, remove_first, remove_last, range, role))  # type: ignore[arg-type]  # Truncate normalises every RangeLike
+
+    def clear(self, keep_system: bool = True) -> OperationResult:
+        """CLEAR: keep the visible system/developer messages if ``keep_system``, then re-add the
+        tool description if it is no longer visible. New batch. O(n)."""
+        return self.execute(ops.Clear(keep_system))
+
+    def filter(
+        self,
+        roles: Iterable[str] | None = None,
+        content_contains: Iterable[str] | None = None,
+        content_excludes: Iterable[str] | None = None,
+    ) -> OperationResult:
+        """FILTER: keep a visible message when its role is in ``roles``, its text contains any of
+        ``content_contains`` and none of ``content_excludes`` (``None`` or empty: not given; a bare
+        string is a list of one). New batch. O(total text), the GIL released."""
+        return self.execute(ops.Filter(roles, content_contains, content_excludes))  # type: ignore[arg-type]  # any iterable is normalised
+
+    def rollback(self, batch_index: int) -> OperationResult:
+        """ROLLBACK to ``batch_index`` as it was when it ended, discarding later batches; the
+        current batch is a no-op. Nothing stored is lost. O(1)."""
+        return self.execute(ops.Rollback(batch_index))
+
+    def checkpoint(self, description: str | None = None) -> int:
+        """Open a new batch with no change and return the index of the batch it closed, so that
+        ``rollback(returned)`` comes back to this state. O(1)."""
+        return self._store.checkpoint(ops.Checkpoint(description).describe())
+
+    def execute(self, op: ops.Operation | Mapping[str, Any]) -> OperationResult:
+        """Run a config of :mod:`memci.ops`, or an operation dict in either seed format
+        (:func:`memci.ops.parse`). The cost is the operation's."""
+        config = op if isinstance(op, ops.CONFIGS) else ops.parse(op)  # type: ignore[arg-type]  # parse rejects non-dicts
+        store = self._store
+        match config:
+            case ops.Append():
+                store.append(config.messages)
+            case ops.Insert():
+                store.insert(config.position, config.messages, config.describe())
+            case ops.Replace():
+                store.replace(config.index, config.message, config.describe())
+            case ops.Truncate():
+                c = config
+                store.truncate(c.describe(), c.keep_first, c.keep_last, c.remove_first, c.remove_last, c.range, c.role)
+            case ops.Clear():
+                store.clear(config.describe(), config.keep_system)
+            case ops.Filter():
+                store.filter(config.describe(), config.roles, config.content_contains, config.content_excludes)
+            case ops.Rollback():
+                store.rollback(config.batch_index)
+            case ops.Checkpoint():
+                store.checkpoint(config.describe())
+        stats = self.stats()
+        return OperationResult(config.name, stats.current_batch_index, stats.current_batch_messages, stats)
+
+    # ---- the visible messages -------------------------------------------------------------------
+
+    def messages(self) -> list[Message]:
+        """The visible messages, in order, as fresh dicts. O(n)."""
+        return self._store.messages()
+
+    def all_messages(self) -> list[Message]:
+        """Every message ever stored (hidden and replaced ones too), in insertion order. O(N)."""
+        return self._store.all_messages()
+
+    def __len__(self) -> int:
+        """The number of visible messages. O(1)."""
+        return len(self._store)
+
+    @overload
+    def __getitem__(self, key: int) -> Message: ...
+    @overload
+    def __getitem__(self, key: slice) -> list[Message]: ...
+    def __getitem__(self, key: int | slice) -> Message | list[Message]:
+        """``arr[i]`` (negative from the end; ``PositionError`` out of range), O(log n);
+        ``arr[a:b:c]``, a list, O(k log n)."""
+        if isinstance(key, slice):
+            try:
+                start, stop, step = key.indices(len(self._store))
+            except TypeError as exc:
+                raise InvalidOperationError(f"getitem: slice bounds must be ints or None, got {key!r}") from exc
+            if step == 1:
+                return self._store.slice(start, max(start, stop))
+            return self._store.take(list(range(start, stop, step)))
+        return self._store.get(ops.check_index("getitem", "index", key))
+
+    def __iter__(self) -> Iterator[Message]:
+        """Iterate over the visible messages as they are when iteration starts. O(n) up front."""
+        return iter(self._store.messages())
+
+    def __repr__(self) -> str:
+        s = self.stats()
+        return (
+            f"<memci.MessageArray: {s.current_batch_messages} visible of {s.total_messages} stored, "
+            f"batch {s.current_batch_index}>"
+        )
+
+    @property
+    def tool_description(self) -> Message | None:
+        """The tool description message, if the array has one. O(1)."""
+        return self._store.tool_description()
+
+    # ---- queries by role, time and mark ----------------------------------------------------------
+
+    def by_role(self, role: str) -> list[Message]:
+        """The visible messages of ``role``, in order (``system`` excludes ``developer``). O(k log n)."""
+        return self._store.by_role(ops.check_role("by_role", "role", role))
+
+    def recent(self, n: int, role: str | None = None, roles: Iterable[str] | None = None) -> list[Message]:
+        """The last ``n`` visible messages, of ``role`` or of any of ``roles`` (not both; an empty
+        ``roles`` is not given), oldest first. O(n log N) through the role index."""
+        count = ops.check_count("recent", "n", n)
+        if role is not None and roles is not None:
+            raise InvalidOperationError("recent: give role or roles, not both")
+        if role is not None:
+            selected: tuple[str, ...] | None = (ops.check_role("recent", "role", role),)
+        else:
+            selected = ops.check_roles("recent", "roles", roles)
+        return self._store.recent(count, selected or None)
+
+    def role_range(self, role: str, start: int = 0, end: int | None = None) -> list[Message]:
+        """``by_role(role)[start:end]``, slice rules (negatives count from the end). O(k log n)."""
+        checked = ops.check_role("role_range", "role", role)
+        first = ops.check_index("role_range", "start", start)
+        last = None if end is None else ops.check_index("role_range", "end", end)
+        if first < 0 or last is None or last < 0:
+            first, last, _ = slice(first, last).indices(self._store.count(checked))
+        return self._store.role_range(checked, first, max(first, last))
+
+    def count(self, role: str | None = None) -> int:
+        """The number of visible messages (of ``role``). O(1)."""
+        return self._store.count(ops.check_optional_role("count", "role", role))
+
+    def indices(self, role: str | None = None) -> npt.NDArray[np.int64]:
+        """Positions in the visible list (of ``role``'s messages), as a writable int64 array. O(k)."""
+        buffer = self._store.indices(ops.check_optional_role("indices", "role", role))
+        return np.frombuffer(buffer, dtype=np.int64)
+
+    def between(self, start: TimeBound = None, end: TimeBound = None, role: str | None = None) -> list[Message]:
+        """Visible messages (of ``role``) with ``start <= timestamp < end``; a bound is epoch
+        seconds, a ``datetime`` (naive: local time) or ``None`` (unbounded). O(n)."""
+        return self._store.between(
+            _epoch("start", start), _epoch("end", end), ops.check_optional_role("between", "role", role)
+        )
+
+    def mark(self, index: int, tag: str) -> None:
+        """Tag the message at visible ``index``. The tag belongs to the stored message, so it
+        survives rollback; a replacement does not inherit it. O(log n)."""
+        if not isinstance(tag, str):
+            raise InvalidOperationError(f"mark: tag must be a str, got {tag!r}")
+        self._store.mark(ops.check_index("mark", "index", index), str.__str__(tag))
+
+    def marked(self, tag: str, role: str | None = None) -> list[Message]:
+        """The visible messages (of ``role``) carrying ``tag``, in order. O(n)."""
+        if not isinstance(tag, str):
+            raise InvalidOperationError(f"marked: tag must be a str, got {tag!r}")
+        return self._store.marked(str.__str__(tag), ops.check_optional_role("marked", "role", role))
+
+    # ---- batches ---------------------------------------------------------------------------------
+
+    @property
+    def batch_index(self) -> int:
+        """The index of the current batch (0 for a new array). O(1)."""
+        return self._store.batch_index
+
+    def snapshot(self, batch_index: int) -> BatchSnapshot:
+        """Batch ``batch_index`` as it ended, or the current state for the current batch;
+        ``BatchError`` for any other index. O(k)."""
+        index = ops.check_index("snapshot", "batch_index", batch_index)
+        if index < 0:
+            raise BatchError(f"snapshot: batch {index} does not exist (batches are 0..={self.batch_index})")
+        return BatchSnapshot(*self._store.snapshot(index))
+
+    def stats(self) -> Stats:
+        """Stored and visible counts, the number of batches and the current one, read at once. O(1)."""
+        return Stats(*self._store.stats())
+
+    # ---- saving and copying ----------------------------------------------------------------------
+
+    def to_json(self) -> str:
+        """The whole state as JSON: stored messages with their timestamps, the visible order,
+        every batch snapshot, marks and the tool description. O(N + history)."""
+        return self._store.to_json()
+
+    @classmethod
+    def from_json(cls, text: str) -> MessageArray:
+        """The array :meth:`to_json` saved. O(size of text)."""
+        if not isinstance(text, str):
+            raise InvalidOperationError(f"from_json: text must be a str, got {type(text).__name__}")
+        return cls._wrap(_core.MessageStore.from_json(text))
+
+    def __copy__(self) -> MessageArray:
+        """An independent array (nothing is shared with callers, so shallow is deep). O(1) + COW."""
+        return type(self)._wrap(self._store.copy())
+
+    def __deepcopy__(self, memo: dict[int, object]) -> MessageArray:
+        return self.__copy__()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle through :meth:`to_json`: no Python object is pickled."""
+        return (_restore, (type(self), self.to_json()))
+
+
+def _restore(cls: type[MessageArray], text: str) -> MessageArray:
+    return cls.from_json(text)
+
+
+def _tool_description(value: str | Message | None) -> Message | None:
+    if value is None or isinstance(value, dict):
+        if value is not None and value.get("role") not in ("system", "developer"):
+            raise InvalidMessageError(
+                f"tool_description: role must be 'system' or 'developer', got {value.get('role')!r}",
+                path="tool_description.role",
+            )
+        return value
+    if isinstance(value, str):
+        return {"role": "system", "content": str.__str__(value)}
+    raise InvalidMessageError(
+        f"tool_description must be a str or a system message dict, got {type(value).__name__}",
+        path="tool_description",
+    )
+
+
+def _epoch(field: str, value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        return value.timestamp()  # a naive datetime is taken as local time
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    try:
+        return float(operator.index(value))  # type: ignore[arg-type]  # numpy integers
+    except TypeError:
+        raise InvalidOperationError(f"between: {field} must be a number, a datetime or None, got {value!r}") from None
