@@ -607,9 +607,6 @@ mod tests {
     #[test]
     fn replace_moves_the_position_between_role_indices() {
         let mut store = store_of(3);
-        store
-            .replace(-1, &incoming(&[("tool_free_assistant_is_not_a_role", "x")]), "r".into())
-            .ok();
         let mut bad = Incoming::default();
         let (start, mut e) = bad.encoder();
         e.str("not a dict");
