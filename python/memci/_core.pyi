@@ -9,7 +9,9 @@ batch snapshot carries.
 from collections.abc import Sequence
 from typing import Any, final
 
-Message = dict[str, Any]
+_Message = dict[str, Any]
+
+__all__ = ["MessageStore", "__version__", "allocated_bytes"]
 
 __version__: str
 
@@ -20,11 +22,11 @@ class MessageStore:
     def __new__(cls) -> MessageStore: ...
     def __len__(self) -> int: ...
     # ---- writes -------------------------------------------------------------------------------
-    def append(self, messages: Message | Sequence[Message]) -> None:
+    def append(self, messages: _Message | Sequence[_Message]) -> None:
         """APPEND: no new batch. O(k) for k messages."""
-    def insert(self, position: int, messages: Message | Sequence[Message], description: str) -> None:
+    def insert(self, position: int, messages: _Message | Sequence[_Message], description: str) -> None:
         """INSERT at 0 <= position <= len: new batch. O(n) (role indices are rebuilt)."""
-    def replace(self, index: int, message: Message, description: str) -> None:
+    def replace(self, index: int, message: _Message, description: str) -> None:
         """REPLACE the visible message at index (negative counts from the end): new batch."""
     def truncate(
         self,
@@ -51,37 +53,37 @@ class MessageStore:
         """Open a new batch with no change; return the index of the batch it closed."""
     def rollback(self, batch_index: int) -> None:
         """Restore batch_index as it was when it ended; discard later batches. O(1)."""
-    def set_tool_description(self, message: Message) -> None:
+    def set_tool_description(self, message: _Message) -> None:
         """Store the tool description and make it visible after the leading system messages."""
     def mark(self, index: int, tag: str) -> None:
         """Tag the visible message at index (the tag belongs to the stored message)."""
     # ---- reads --------------------------------------------------------------------------------
-    def tool_description(self) -> Message | None: ...
-    def get(self, index: int) -> Message:
+    def tool_description(self) -> _Message | None: ...
+    def get(self, index: int) -> _Message:
         """The visible message at index (negative counts from the end). O(log n)."""
-    def slice(self, start: int, stop: int) -> list[Message]:
+    def slice(self, start: int, stop: int) -> list[_Message]:
         """Visible messages start..stop, bounds already clamped to 0 <= start <= stop <= len."""
-    def take(self, positions: Sequence[int]) -> list[Message]:
+    def take(self, positions: Sequence[int]) -> list[_Message]:
         """Visible messages at the given non-negative positions."""
-    def messages(self) -> list[Message]: ...
-    def all_messages(self) -> list[Message]:
+    def messages(self) -> list[_Message]: ...
+    def all_messages(self) -> list[_Message]:
         """Every message ever stored, in insertion order."""
-    def by_role(self, role: str) -> list[Message]: ...
-    def recent(self, n: int, roles: Sequence[str] | None) -> list[Message]:
+    def by_role(self, role: str) -> list[_Message]: ...
+    def recent(self, n: int, roles: Sequence[str] | None) -> list[_Message]:
         """The last n visible messages (of the given roles), oldest first. O(n log N)."""
-    def role_range(self, role: str, start: int, end: int) -> list[Message]:
+    def role_range(self, role: str, start: int, end: int) -> list[_Message]:
         """Messages start..end (clamped, like a slice) of one role's visible messages."""
     def count(self, role: str | None) -> int: ...
     def indices(self, role: str | None) -> bytearray:
         """Visible positions (of one role), as native-endian int64."""
-    def between(self, start: float | None, end: float | None, role: str | None) -> list[Message]:
+    def between(self, start: float | None, end: float | None, role: str | None) -> list[_Message]:
         """Visible messages with start <= timestamp < end (None: unbounded)."""
-    def marked(self, tag: str, role: str | None) -> list[Message]: ...
+    def marked(self, tag: str, role: str | None) -> list[_Message]: ...
     def timestamps(self) -> list[float]:
         """The timestamps of the visible messages, in order."""
     @property
     def batch_index(self) -> int: ...
-    def snapshot(self, batch_index: int) -> tuple[int, float, list[Message], int, str | None]:
+    def snapshot(self, batch_index: int) -> tuple[int, float, list[_Message], int, str | None]:
         """(batch_index, timestamp, messages, message_count, description) of a batch."""
     def stats(self) -> tuple[int, int, int, int]:
         """(total_messages, current_batch_messages, total_batches, current_batch_index)."""
