@@ -75,7 +75,7 @@ def main() -> None:
     print("positions of the tool results:", arr.indices("tool")[:8].tolist(), "...\n")
 
     before = arr.checkpoint("before trimming")
-    arr.mark(1, "first-question")
+    arr.mark(int(arr.indices("user")[0]), "first-question")
     result = arr.truncate(keep_last=6)
     print(f"truncate(keep_last=6): batch {result.affected_batch_index}, {result.message_count} visible")
     _show("what the model sees now", arr.messages())
@@ -84,14 +84,13 @@ def main() -> None:
     _show("filter(content_contains=['天气', '°C'])", arr.messages())
 
     arr.clear()
-    _show("clear(): the system prompt and the tool description stay", arr.messages())
+    _show("clear(): visible system messages stay, the tool description comes back", arr.messages())
 
     print("the batches so far:")
     for b in range(arr.batch_index + 1):
         snap = arr.snapshot(b)
-        print(
-            f"  batch {snap.batch_index}: {snap.message_count:3} messages, ended by {snap.description or '(current)'}"
-        )
+        ended = "(current)" if snap.description is None else f"ended by {snap.description}"
+        print(f"  batch {snap.batch_index}: {snap.message_count:3} messages, {ended}")
     arr.rollback(before)
     print(f"\nrollback({before}): {len(arr)} visible again; all {len(arr.all_messages())} stored are kept")
     print("marked 'first-question':", [m["content"] for m in arr.marked("first-question")])
