@@ -6,6 +6,7 @@ and a failed call leaves the store exactly as it was. Errors are raised as the c
 batch snapshot carries.
 """
 
+import builtins
 from collections.abc import Sequence
 from typing import Any, final
 
@@ -61,8 +62,8 @@ class MessageStore:
     def tool_description(self) -> _Message | None: ...
     def get(self, index: int) -> _Message:
         """The visible message at index (negative counts from the end). O(log n)."""
-    def slice(self, start: int, stop: int) -> list[_Message]:
-        """Visible messages start..stop, bounds already clamped to 0 <= start <= stop <= len."""
+    def slice(self, key: builtins.slice) -> list[_Message]:
+        """``arr[a:b:c]`` with Python's slice rules, atomic. O(k log n)."""
     def take(self, positions: Sequence[int]) -> list[_Message]:
         """Visible messages at the given non-negative positions."""
     def messages(self) -> list[_Message]: ...
@@ -71,8 +72,8 @@ class MessageStore:
     def by_role(self, role: str) -> list[_Message]: ...
     def recent(self, n: int, roles: Sequence[str] | None) -> list[_Message]:
         """The last n visible messages (of the given roles), oldest first. O(n log N)."""
-    def role_range(self, role: str, start: int, end: int) -> list[_Message]:
-        """Messages start..end (clamped, like a slice) of one role's visible messages."""
+    def role_range(self, role: str, key: builtins.slice) -> list[_Message]:
+        """``by_role(role)[key]`` (a step-1 slice), atomic. O(k log n)."""
     def count(self, role: str | None) -> int: ...
     def indices(self, role: str | None) -> bytearray:
         """Visible positions (of one role), as native-endian int64."""

@@ -9,7 +9,7 @@ and ``k`` messages returned or given.
 from __future__ import annotations
 
 import datetime as dt
-import operator
+import numbers
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, overload
 
@@ -170,15 +170,12 @@ class MessageArray:
     def __getitem__(self, key: int | slice) -> Message | list[Message]:
         """``arr[i]`` (negative from the end; ``PositionError`` out of range), O(log n);
         ``arr[a:b:c]``, a list, O(k log n)."""
-        if isinstance(key, slice):
-            try:
-                start, stop, step = key.indices(len(self._store))
-            except TypeError as exc:
-                raise InvalidOperationError(f"getitem: slice bounds must be ints or None, got {key!r}") from exc
-            if step == 1:
-                return self._store.slice(start, max(start, stop))
-            return self._store.take(list(range(start, stop, step)))
-        return self._store.get(ops.check_index("getitem", "index", key))
+        if not isinstance(key, slice):
+            return self._store.get(ops.check_index("getitem", "index", key))
+        for v in (key.start, key.stop, key.step):
+            if v is not None:
+                ops.check_index("getitem", "slice", v)
+        return self._store.slice(key)
 
     def __iter__(self) -> Iterator[Message]:
         """Iterate over the visible messages as they are when iteration starts. O(n) up front."""
@@ -219,9 +216,7 @@ class MessageArray:
         checked = ops.check_role("role_range", "role", role)
         first = ops.check_index("role_range", "start", start)
         last = None if end is None else ops.check_index("role_range", "end", end)
-        if first < 0 or last is None or last < 0:
-            first, last, _ = slice(first, last).indices(self._store.count(checked))
-        return self._store.role_range(checked, first, max(first, last))
+        return self._store.role_range(checked, slice(first, last))
 
     def count(self, role: str | None = None) -> int:
         """The number of visible messages (of ``role``). O(1)."""
@@ -322,9 +317,6 @@ def _epoch(field: str, value: object) -> float | None:
         return None
     if isinstance(value, dt.datetime):
         return value.timestamp()  # a naive datetime is taken as local time
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):  # numpy numbers too
         return float(value)
-    try:
-        return float(operator.index(value))  # type: ignore[arg-type]  # numpy integers
-    except TypeError:
-        raise InvalidOperationError(f"between: {field} must be a number, a datetime or None, got {value!r}") from None
+    raise InvalidOperationError(f"between: {field} must be a number, a datetime or None, got {value!r}")

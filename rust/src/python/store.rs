@@ -6,7 +6,7 @@
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyList};
+use pyo3::types::{PyByteArray, PyInt, PyList, PySlice};
 
 use crate::core::arena::NodeId;
 use crate::core::error::Error;
@@ -17,6 +17,33 @@ use crate::python::convert::{incoming, to_py};
 #[pyclass(frozen, module = "memci._core", name = "MessageStore")]
 pub struct MessageStore {
     inner: RwLock<Store>,
+}
+
+/// A count or position: any Python int, saturated to the `usize` range (a count larger than any
+/// array acts like a large count; negatives were refused by the Python layer, and are here too).
+fn count(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<usize> {
+    if let Ok(v) = obj.extract::<usize>() {
+        return Ok(v);
+    }
+    let int = obj.cast::<PyInt>()?;
+    if int.lt(0)? {
+        return Err(Error::InvalidOperation(format!("{what} must be >= 0, got {int}")).into());
+    }
+    Ok(usize::MAX)
+}
+
+fn opt_count(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<usize>> {
+    obj.map(|o| count(o, what)).transpose()
+}
+
+/// An index that may count from the end: any Python int, saturated to the `i64` range (out of
+/// range either way, and reported as such).
+fn index(obj: &Bound<'_, PyAny>) -> PyResult<i64> {
+    if let Ok(v) = obj.extract::<i64>() {
+        return Ok(v);
+    }
+    let int = obj.cast::<PyInt>()?;
+    Ok(if int.lt(0)? { i64::MIN } else { i64::MAX })
 }
 
 fn role(name: &str, what: &str) -> Result<Role, Error> {
@@ -84,15 +111,23 @@ impl MessageStore {
     fn insert(
         &self,
         py: Python<'_>,
-        position: usize,
+        position: &Bound<'_, PyAny>,
         messages: &Bound<'_, PyAny>,
         description: String,
     ) -> PyResult<()> {
+        let position = count(position, "insert: position")?;
         let incoming = incoming(messages)?;
         Ok(self.write(py).insert(position, &incoming, description)?)
     }
 
-    fn replace(&self, py: Python<'_>, index: i64, message: &Bound<'_, PyAny>, description: String) -> PyResult<()> {
+    fn replace(
+        &self,
+        py: Python<'_>,
+        index: &Bound<'_, PyAny>,
+        message: &Bound<'_, PyAny>,
+        description: String,
+    ) -> PyResult<()> {
+        let index = self::index(index)?;
         let incoming = incoming(message)?;
         if incoming.len() != 1 {
             return Err(Error::message("message", "replace takes exactly one message dict").into());
@@ -106,19 +141,22 @@ impl MessageStore {
         &self,
         py: Python<'_>,
         description: String,
-        keep_first: Option<usize>,
-        keep_last: Option<usize>,
-        remove_first: Option<usize>,
-        remove_last: Option<usize>,
-        range: Option<(usize, usize)>,
+        keep_first: Option<Bound<'_, PyAny>>,
+        keep_last: Option<Bound<'_, PyAny>>,
+        remove_first: Option<Bound<'_, PyAny>>,
+        remove_last: Option<Bound<'_, PyAny>>,
+        range: Option<(Bound<'_, PyAny>, Bound<'_, PyAny>)>,
         role: Option<&str>,
     ) -> PyResult<()> {
         let cuts = Cuts {
-            keep_first,
-            keep_last,
-            remove_first,
-            remove_last,
-            range,
+            keep_first: opt_count(keep_first.as_ref(), "truncate: keep_first")?,
+            keep_last: opt_count(keep_last.as_ref(), "truncate: keep_last")?,
+            remove_first: opt_count(remove_first.as_ref(), "truncate: remove_first")?,
+            remove_last: opt_count(remove_last.as_ref(), "truncate: remove_last")?,
+            range: match range {
+                Some((a, b)) => Some((count(&a, "truncate: range start")?, count(&b, "truncate: range end")?)),
+                None => None,
+            },
             role: opt_role(role, "truncate")?,
         };
         Ok(self.write(py).truncate(&cuts, description)?)
@@ -151,7 +189,8 @@ impl MessageStore {
         self.write(py).checkpoint(description)
     }
 
-    fn rollback(&self, py: Python<'_>, batch_index: i64) -> PyResult<()> {
+    fn rollback(&self, py: Python<'_>, batch_index: &Bound<'_, PyAny>) -> PyResult<()> {
+        let batch_index = index(batch_index)?;
         let b = usize::try_from(batch_index).map_err(|_| {
             Error::Batch(format!(
                 "rollback: batch {batch_index} does not exist (batch indices are >= 0)"
@@ -169,7 +208,8 @@ impl MessageStore {
         Ok(())
     }
 
-    fn mark(&self, py: Python<'_>, index: i64, tag: &str) -> PyResult<()> {
+    fn mark(&self, py: Python<'_>, index: &Bound<'_, PyAny>, tag: &str) -> PyResult<()> {
+        let index = self::index(index)?;
         Ok(self.write(py).mark(index, tag)?)
     }
 
@@ -183,17 +223,25 @@ impl MessageStore {
             .transpose()
     }
 
-    fn get<'py>(&self, py: Python<'py>, index: i64) -> PyResult<Bound<'py, PyAny>> {
+    fn get<'py>(&self, py: Python<'py>, index: &Bound<'_, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let index = self::index(index)?;
         let store = self.read(py);
         let id = store.get(index)?;
         to_py(py, store.arena().message(id))
     }
 
-    fn slice<'py>(&self, py: Python<'py>, start: usize, stop: usize) -> PyResult<Bound<'py, PyList>> {
+    /// `arr[a:b:c]` with Python's slice rules, resolved against the length under the lock, so
+    /// the slice is atomic.
+    fn slice<'py>(&self, py: Python<'py>, key: &Bound<'_, PySlice>) -> PyResult<Bound<'py, PyList>> {
         let store = self.read(py);
-        let stop = stop.min(store.len());
-        let start = start.min(stop);
-        let ids: Vec<NodeId> = items(store.visible(), start..stop).collect();
+        let len = isize::try_from(store.len()).unwrap_or(isize::MAX);
+        let idx = key.indices(len)?;
+        if idx.step == 1 {
+            let start = idx.start.max(0) as usize;
+            return Self::decode(py, &store, items(store.visible(), start..start + idx.slicelength));
+        }
+        let visible = store.visible();
+        let ids = (0..idx.slicelength as isize).map(|k| visible[(idx.start + k * idx.step) as usize]);
         Self::decode(py, &store, ids)
     }
 
@@ -220,16 +268,26 @@ impl MessageStore {
     }
 
     #[pyo3(signature = (n, roles))]
-    fn recent<'py>(&self, py: Python<'py>, n: usize, roles: Option<Vec<String>>) -> PyResult<Bound<'py, PyList>> {
+    fn recent<'py>(
+        &self,
+        py: Python<'py>,
+        n: &Bound<'_, PyAny>,
+        roles: Option<Vec<String>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let n = count(n, "recent: n")?;
         let roles = self::roles(roles, "recent")?;
         let store = self.read(py);
         Self::decode(py, &store, store.recent(n, &roles))
     }
 
-    fn role_range<'py>(&self, py: Python<'py>, role: &str, start: usize, end: usize) -> PyResult<Bound<'py, PyList>> {
+    /// `by_role(role)[key]` for a step-1 slice, resolved under the lock, so it is atomic.
+    fn role_range<'py>(&self, py: Python<'py>, role: &str, key: &Bound<'_, PySlice>) -> PyResult<Bound<'py, PyList>> {
         let r = self::role(role, "role_range")?;
         let store = self.read(py);
-        Self::decode(py, &store, store.role_range(r, start, end))
+        let len = isize::try_from(store.count(Some(r))).unwrap_or(isize::MAX);
+        let idx = key.indices(len)?;
+        let start = idx.start.max(0) as usize;
+        Self::decode(py, &store, store.role_range(r, start, start + idx.slicelength))
     }
 
     #[pyo3(signature = (role))]
@@ -280,8 +338,9 @@ impl MessageStore {
     fn snapshot<'py>(
         &self,
         py: Python<'py>,
-        batch_index: i64,
+        batch_index: &Bound<'_, PyAny>,
     ) -> PyResult<(usize, f64, Bound<'py, PyList>, usize, Option<String>)> {
+        let batch_index = index(batch_index)?;
         let store = self.read(py);
         let b = usize::try_from(batch_index).map_err(|_| {
             Error::Batch(format!(
