@@ -18,7 +18,7 @@ from factories import (
 )
 from hypothesis import given
 from hypothesis import strategies as st
-from memci import BatchError, InvalidOperationError, MessageArray, OperationResult, PositionError, Stats
+from memci import BatchError, InvalidOperationError, MessageArray, OperationResult, PositionError, Stats, ops
 
 
 def unchanged_on_error(arr: MessageArray, error: type[Exception], action: Any) -> None:
@@ -33,11 +33,11 @@ def unchanged_on_error(arr: MessageArray, error: type[Exception], action: Any) -
 
 def test_append_adds_at_the_end_and_opens_no_batch() -> None:
     arr = MessageArray(numbered(2))
-    result = arr.append(user("2"))
-    arr.append([user("3"), user("4")])
+    arr.append(user("2"))
+    result = arr.execute(ops.Append([user("3"), user("4")]))
     assert contents(arr.messages()) == ["0", "1", "2", "3", "4"]
     assert arr.batch_index == 0
-    assert result == OperationResult("append", 0, 3, Stats(3, 3, 1, 0))
+    assert result == OperationResult("append", 0, 5, Stats(5, 5, 1, 0))
 
 
 # ---- INSERT -------------------------------------------------------------------------------------

@@ -69,9 +69,15 @@ class MessageArray:
 
     # ---- operations ------------------------------------------------------------------------------
 
-    def append(self, messages: ops.Messages) -> OperationResult:
-        """APPEND one message or a list at the end, all-or-nothing; opens no batch. O(k)."""
-        return self.execute(ops.Append(messages))
+    def append(self, messages: ops.Messages) -> None:
+        """APPEND one message or a list at the end, all-or-nothing; opens no batch. O(k).
+
+        Returns None, like ``list.append``: it is the hot path of an agent loop (use
+        ``execute(ops.Append(...))`` for an :class:`OperationResult`).
+        """
+        if type(messages) is not dict and type(messages) is not list:
+            messages = ops.check_messages("append", messages)
+        self._store.append(messages)
 
     def insert(self, position: int, messages: ops.Messages) -> OperationResult:
         """INSERT messages before visible ``position``, ``0 <= position <= len``; new batch. O(n + k)."""
