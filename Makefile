@@ -42,8 +42,9 @@ test: build-dev lint ## Build, lint, then run cargo tests and pytest (benches ru
 
 .PHONY: bench
 bench: build-dev ## Run the benchmarks against the peers and print the table
-	$(BIN)/pytest benches -q --benchmark-enable --benchmark-only --benchmark-columns=median,iqr,rounds \
-		--benchmark-sort=name --benchmark-json=bench-results/latest.json -p no:randomly
+	mkdir -p bench-results
+	MEMCI_BENCH_SIZES=$${MEMCI_BENCH_SIZES:-1000,10000,100000} $(BIN)/pytest benches -q --benchmark-enable --benchmark-only --benchmark-columns=median,iqr,rounds \
+		--benchmark-sort=name --benchmark-json=bench-results/latest.json
 	$(PY) benches/report.py bench-results/latest.json
 
 .PHONY: demo
