@@ -7,7 +7,10 @@ import json
 import random
 from typing import Any
 
-WORDS = ["the", "agent", "reads", "files", "runs", "tests", "and", "reports", "what", "it", "found", "in", "the", "repository", "today"]
+WORDS = [
+    *["the", "agent", "reads", "files", "runs", "tests", "and", "reports"],
+    *["what", "it", "found", "in", "the", "repository", "today"],
+]
 CJK = "上下文窗口管理消息数组批次快照回滚工具调用结果"
 KEYWORDS = ["secret", "error", "deprecated"]
 
