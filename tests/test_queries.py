@@ -49,8 +49,8 @@ def test_indexing_out_of_range_is_a_position_error(index: int) -> None:
         arr[index]
 
 
-@pytest.mark.parametrize("key", ["0", 1.0, None, True])
-def test_indexing_needs_an_int_or_a_slice(key: Any) -> None:
+@pytest.mark.parametrize("key", ["0", 1.0, None, True, slice("a", None), slice(0, 1, 0)])
+def test_indexing_needs_an_int_or_a_slice_of_ints(key: Any) -> None:
     with pytest.raises(InvalidOperationError):
         MessageArray(numbered(2))[key]
 

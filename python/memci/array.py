@@ -175,12 +175,14 @@ class MessageArray:
     def __getitem__(self, key: slice) -> list[Message]: ...
     def __getitem__(self, key: int | slice) -> Message | list[Message]:
         """``arr[i]`` (negative from the end; ``PositionError`` out of range), O(log n);
-        ``arr[a:b:c]``, a list, O(k log n)."""
+        ``arr[a:b:c]``, a list with Python's slice rules, read at once, O(k log n)."""
         if not isinstance(key, slice):
             return self._store.get(ops.check_index("getitem", "index", key))
-        for v in (key.start, key.stop, key.step):
-            if v is not None:
-                ops.check_index("getitem", "slice", v)
+        *_, step = (
+            None if v is None else ops.check_index("getitem", "slice", v) for v in (key.start, key.stop, key.step)
+        )
+        if step == 0:
+            raise InvalidOperationError("getitem: slice step cannot be zero")
         return self._store.slice(key)
 
     def __iter__(self) -> Iterator[Message]:
