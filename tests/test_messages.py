@@ -93,8 +93,11 @@ def test_tuples_come_back_as_lists() -> None:
 
 
 def test_subclasses_of_json_types_come_back_as_the_base_type() -> None:
-    arr = MessageArray([{"role": Role.USER, "content": "x", "level": Level.HIGH, "extra": OrderedDict(a=1)}])
+    arr = MessageArray(
+        [{"role": Role.USER, "content": "x", "level": Level.HIGH, "extra": OrderedDict(a=1), Role.USER: 1}]
+    )
     message = arr[0]
+    assert all(type(key) is str for key in message)
     assert type(message["role"]) is str
     assert message["role"] == "user"
     assert type(message["level"]) is int
@@ -185,6 +188,16 @@ def test_a_numeric_timestamp_key_wins_and_milliseconds_are_converted() -> None:
     assert arr.between(199_999_999, 200_000_001) == [millis]
     assert [m["content"] for m in arr.between(150, 151)] == ["float"]
     assert arr[1]["timestamp"] == 200_000_000_000  # the message itself is unchanged
+
+
+def test_a_timestamp_of_any_int_size_is_numeric() -> None:
+    huge, negative = user("huge", timestamp=10**30), user("negative", timestamp=-(10**30))
+    beyond_i64 = user("2**63 ms", timestamp=2**63)
+    arr = MessageArray([huge, negative, beyond_i64])
+    assert arr.between(1e26, None) == [huge]  # 10**30 ms is 1e27 s
+    assert arr.between(None, -1e29) == [negative]  # negative: not above 1e11, so seconds
+    assert arr.between(9e15, 1e16) == [beyond_i64]  # 2**63 ms is about 9.2e15 s
+    assert arr.between(0, 1e10) == []
 
 
 def test_a_non_numeric_timestamp_is_only_data() -> None:

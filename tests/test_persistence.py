@@ -13,7 +13,7 @@ import pytest
 from factories import assert_same, contents, dialogue, system, user, valid_messages
 from hypothesis import given
 from hypothesis import strategies as st
-from memci import MemciError, MessageArray
+from memci import InvalidMessageError, MemciError, MessageArray, StateError
 
 Restore = Callable[[MessageArray], MessageArray]
 
@@ -135,10 +135,39 @@ def test_subclasses_restore_as_themselves() -> None:
         assert type(way(arr)) is Sub
 
 
-@pytest.mark.parametrize("text", ["", "not json", "[]", '{"version": 999}', "null"])
+@pytest.mark.parametrize("text", ["", "not json", "[]", '{"version": 999}', "null", "{}"])
 def test_from_json_refuses_what_to_json_did_not_write(text: str) -> None:
-    with pytest.raises(MemciError):
+    with pytest.raises(StateError):
         MessageArray.from_json(text)
+
+
+def _tampered(change: Callable[[dict[str, Any]], object]) -> str:
+    state = json.loads(worked().to_json())
+    change(state)
+    return json.dumps(state)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda s: s.update(visible=[10**6]),
+        lambda s: s.update(visible=[-1]),
+        lambda s: s.update(visible=[0, 0]),
+        lambda s: s.update(timestamps=s["timestamps"][:1]),
+        lambda s: s.update(tool_description=10**6),
+        lambda s: s["batches"][0].update(visible=[10**6]),
+        lambda s: s["marks"].update(pin=[10**6]),
+    ],
+    ids=["unknown id", "negative id", "repeated id", "timestamps", "tool description", "batch", "mark"],
+)
+def test_from_json_refuses_an_inconsistent_state(change: Callable[[dict[str, Any]], object]) -> None:
+    with pytest.raises(StateError):
+        MessageArray.from_json(_tampered(change))
+
+
+def test_from_json_checks_every_stored_message() -> None:
+    with pytest.raises(InvalidMessageError):
+        MessageArray.from_json(_tampered(lambda s: s["messages"][0].pop("role")))
 
 
 def test_from_json_needs_a_string() -> None:

@@ -115,6 +115,11 @@ def test_recent_of_several_roles(talk: MessageArray) -> None:
     assert talk.recent(3, roles=[]) == talk.recent(3)
 
 
+def test_recent_returns_each_message_once_even_when_a_role_is_repeated(talk: MessageArray) -> None:
+    assert contents(talk.recent(3, roles=["user", "user"])) == ["q0", "q1", "q2"]
+    assert talk.recent(100, roles=["system", "tool", "system"]) == talk.by_role("system") + talk.by_role("tool")
+
+
 def test_recent_after_cuts_sees_only_visible_messages(talk: MessageArray) -> None:
     talk.truncate(remove_last=4)
     assert contents(talk.recent(5, role="user")) == ["q0", "q1"]
@@ -166,10 +171,22 @@ def test_indices_follow_the_cuts(talk: MessageArray) -> None:
     assert MessageArray().indices("tool").tolist() == []
 
 
-@pytest.mark.parametrize("query", ["by_role", "count", "indices", "role_range"])
-def test_an_unknown_role_in_a_query_is_an_invalid_operation(talk: MessageArray, query: str) -> None:
+@pytest.mark.parametrize(
+    "query",
+    [
+        lambda a: a.by_role("robot"),
+        lambda a: a.count("robot"),
+        lambda a: a.indices("robot"),
+        lambda a: a.role_range("robot", 0, 1),
+        lambda a: a.recent(1, role="robot"),
+        lambda a: a.between(None, None, role="robot"),
+        lambda a: a.marked("tag", role="robot"),
+    ],
+    ids=["by_role", "count", "indices", "role_range", "recent", "between", "marked"],
+)
+def test_an_unknown_role_in_a_query_is_an_invalid_operation(talk: MessageArray, query: Any) -> None:
     with pytest.raises(InvalidOperationError, match="robot"):
-        getattr(talk, query)("robot")
+        query(talk)
 
 
 # ---- time ---------------------------------------------------------------------------------------
@@ -251,6 +268,22 @@ def test_a_message_may_carry_several_tags() -> None:
     arr.mark(1, "b")
     arr.mark(1, "a")
     assert arr.marked("a") == arr.marked("b") == [calling()]
+
+
+@pytest.mark.parametrize(
+    ("messages", "expected"),
+    [
+        ([], ["Tools: f"]),
+        ([user()], ["Tools: f", "hello"]),
+        ([system("s"), developer("d"), user(), system("late")], ["s", "d", "Tools: f", "hello", "late"]),
+    ],
+)
+def test_the_tool_description_goes_after_the_leading_system_and_developer_messages(
+    messages: list[dict[str, Any]], expected: list[str]
+) -> None:
+    arr = MessageArray(messages, tool_description="Tools: f")
+    assert contents(arr.messages()) == expected
+    assert arr.batch_index == 0
 
 
 def test_the_tool_description_is_readable() -> None:

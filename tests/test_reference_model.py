@@ -204,6 +204,7 @@ class ArrayVersusReference(RuleBasedStateMachine):
             assert_same(arr.role_range(role, -2), ref.role_range(role, -2, None))
         assert_same(arr.recent(2), ref.recent(2))
         assert_same(arr.recent(3, roles=["user", "tool"]), ref.recent(3, ["user", "tool"]))
+        assert_same(arr.recent(4, roles=["tool", "system", "tool"]), ref.recent(4, ["tool", "system", "tool"]))
         for tag in TAGS:
             assert_same(arr.marked(tag), ref.marked(tag))
             assert_same(arr.marked(tag, role="user"), ref.marked(tag, role="user"))

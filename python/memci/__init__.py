@@ -11,7 +11,14 @@ See :class:`MessageArray`, the configs of :mod:`memci.ops`, and ``docs/message-a
 from memci import ops
 from memci._core import __version__
 from memci.array import MessageArray
-from memci.errors import BatchError, InvalidMessageError, InvalidOperationError, MemciError, PositionError
+from memci.errors import (
+    BatchError,
+    InvalidMessageError,
+    InvalidOperationError,
+    MemciError,
+    PositionError,
+    StateError,
+)
 from memci.results import BatchSnapshot, OperationResult, Stats
 
 __all__ = [
@@ -23,6 +30,7 @@ __all__ = [
     "MessageArray",
     "OperationResult",
     "PositionError",
+    "StateError",
     "Stats",
     "__version__",
     "ops",
