@@ -11,4 +11,6 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+# A longer hunt, by hand: pytest tests --hypothesis-profile=thorough
+settings.register_profile("thorough", parent=settings.get_profile("memci"), max_examples=1000, stateful_step_count=60)
 settings.load_profile("memci")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import numbers
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 import numpy as np
@@ -85,7 +85,8 @@ class MessageArray:
 
     def replace(self, index: int, message: Message) -> OperationResult:
         """REPLACE the visible message at ``index`` (negative from the end) with a newly stored one;
-        the old one stays in :meth:`all_messages` and keeps its marks. New batch. O(log n)."""
+        the old one stays in :meth:`all_messages` with its marks (the new one has none). New batch.
+        O(log n)."""
         return self.execute(ops.Replace(index, message))
 
     def truncate(
@@ -110,14 +111,14 @@ class MessageArray:
 
     def filter(
         self,
-        roles: Iterable[str] | None = None,
-        content_contains: Iterable[str] | None = None,
-        content_excludes: Iterable[str] | None = None,
+        roles: Sequence[str] | None = None,
+        content_contains: Sequence[str] | None = None,
+        content_excludes: Sequence[str] | None = None,
     ) -> OperationResult:
         """FILTER: keep a visible message when its role is in ``roles``, its text contains any of
         ``content_contains`` and none of ``content_excludes`` (``None`` or empty: not given; a bare
         string is a list of one). New batch. O(total text), the GIL released."""
-        return self.execute(ops.Filter(roles, content_contains, content_excludes))  # type: ignore[arg-type]  # any iterable is normalised
+        return self.execute(ops.Filter(roles, content_contains, content_excludes))
 
     def rollback(self, batch_index: int) -> OperationResult:
         """ROLLBACK to ``batch_index`` as it was when it ended, discarding later batches; the
