@@ -261,12 +261,19 @@ fn id(v: &Json, n: usize, place: &str) -> Result<NodeId> {
     }
 }
 
+/// A list of distinct stored-message ids (a message is never shown twice).
 fn ids(v: Option<&Json>, n: usize, place: &str) -> Result<Vector<NodeId>> {
     let list = v
         .and_then(Json::as_array)
         .ok_or_else(|| state(format!("{place} must be an array")))?;
-    list.iter()
-        .enumerate()
-        .map(|(i, v)| id(v, n, &format!("{place}[{i}]")))
-        .collect()
+    let mut seen = HashSet::with_capacity(list.len());
+    let mut out = Vector::new();
+    for (i, v) in list.iter().enumerate() {
+        let id = id(v, n, &format!("{place}[{i}]"))?;
+        if !seen.insert(id) {
+            return Err(state(format!("{place}[{i}]: message {id} appears twice")));
+        }
+        out.push_back(id);
+    }
+    Ok(out)
 }

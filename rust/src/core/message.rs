@@ -119,9 +119,10 @@ pub fn check(message: ValueRef<'_>) -> Result<Facts, Broken> {
     let timestamp = timestamp.and_then(|v| match v.get() {
         Value::Int(i) => Some(i as f64),
         Value::Float(f) => Some(f),
+        Value::BigInt(s) => s.parse::<f64>().ok().filter(|f| f.is_finite()),
         _ => None,
     });
-    let timestamp = timestamp.map(|t| if t.abs() > MILLISECONDS_ABOVE { t / 1000.0 } else { t });
+    let timestamp = timestamp.map(|t| if t > MILLISECONDS_ABOVE { t / 1000.0 } else { t });
     Ok(Facts { role, timestamp })
 }
 

@@ -54,8 +54,16 @@ fn role(name: &str, what: &str) -> Result<Role, Error> {
     })
 }
 
+/// The roles named, each once (a role listed twice must not be counted twice).
 fn roles(names: Option<Vec<String>>, what: &str) -> Result<Vec<Role>, Error> {
-    names.unwrap_or_default().iter().map(|n| role(n, what)).collect()
+    let mut out: Vec<Role> = Vec::new();
+    for n in names.unwrap_or_default() {
+        let r = role(&n, what)?;
+        if !out.contains(&r) {
+            out.push(r);
+        }
+    }
+    Ok(out)
 }
 
 fn opt_role(name: Option<&str>, what: &str) -> Result<Option<Role>, Error> {
