@@ -34,6 +34,7 @@ text's share of each figure is visible.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import json
 import os
@@ -56,7 +57,22 @@ def rss() -> int | None:
 
 
 def _settle() -> None:
+    """Collect garbage and hand the allocator's free pages back to the system, so that what is
+    allocated next shows up in the resident set instead of quietly reusing freed pages (without
+    this, a 10k-message store could grow the RSS by almost nothing)."""
     gc.collect()
+    if _malloc_trim is not None:
+        _malloc_trim(0)
+
+
+def _load_malloc_trim() -> Any:
+    try:
+        return ctypes.CDLL(None).malloc_trim  # glibc
+    except (AttributeError, OSError):
+        return None
+
+
+_malloc_trim = _load_malloc_trim()
 
 
 def text_bytes(messages: list[dict[str, Any]]) -> int:
