@@ -5,6 +5,7 @@ pub mod arena;
 pub mod error;
 pub mod json;
 pub mod message;
+pub mod pages;
 pub mod roles;
 pub mod snapshot;
 pub mod store;

@@ -3,6 +3,8 @@
 
 pub mod convert;
 pub mod errors;
+pub mod lock;
+pub mod pages;
 pub mod store;
 
 use pyo3::prelude::*;

@@ -12,7 +12,8 @@ use crate::core::arena::NodeId;
 use crate::core::error::Error;
 use crate::core::roles::{Role, items};
 use crate::core::store::{Conditions, Cuts, Store};
-use crate::python::convert::{incoming, to_py};
+use crate::python::convert::{decode_ids, incoming, to_py};
+use crate::python::lock;
 
 #[pyclass(frozen, module = "memci._core", name = "MessageStore")]
 pub struct MessageStore {
@@ -72,13 +73,11 @@ fn opt_role(name: Option<&str>, what: &str) -> Result<Option<Role>, Error> {
 
 impl MessageStore {
     fn read(&self, py: Python<'_>) -> RwLockReadGuard<'_, Store> {
-        self.inner.try_read().unwrap_or_else(|| py.detach(|| self.inner.read()))
+        lock::read(py, &self.inner)
     }
 
     fn write(&self, py: Python<'_>) -> RwLockWriteGuard<'_, Store> {
-        self.inner
-            .try_write()
-            .unwrap_or_else(|| py.detach(|| self.inner.write()))
+        lock::write(py, &self.inner)
     }
 
     /// Decode stored messages into a new list.
@@ -87,11 +86,7 @@ impl MessageStore {
         store: &Store,
         ids: impl IntoIterator<Item = NodeId>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let list = PyList::empty(py);
-        for id in ids {
-            list.append(to_py(py, store.arena().message(id))?)?;
-        }
-        Ok(list)
+        decode_ids(py, store.arena(), ids)
     }
 }
 
