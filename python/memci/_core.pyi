@@ -12,7 +12,7 @@ from typing import Any, final
 
 _Message = dict[str, Any]
 
-__all__ = ["MessageStore", "PageWindow", "__version__", "allocated_bytes"]
+__all__ = ["MessageStore", "PageWindow", "__version__", "allocated_bytes", "message_texts"]
 
 __version__: str
 
@@ -111,14 +111,19 @@ class PageWindow:
         """Open a page with a given index, not below ``next_index`` (restoring a saved state)."""
     def join(self, messages: _Message | Sequence[_Message]) -> int:
         """Append messages to the open (newest) page; its index."""
-    def detach(self, index: int) -> tuple[list[_Message], str]:
-        """Unlink an active page from the window in O(1): its messages and their text."""
+    def detach(self, index: int) -> None:
+        """Unlink an active page from the window in O(1)."""
+    def undo_open(self, index: int) -> None:
+        """Take back the page just opened (the newest); its index will be given again."""
     def page(self, index: int) -> list[_Message]:
         """The messages of an active page."""
     def page_indices(self) -> list[int]:
         """The active pages' indices, oldest first."""
     def messages(self) -> list[_Message]:
         """The window in order: the system chapter, then the active pages."""
+    @property
+    def active_count(self) -> int:
+        """Pages in the window; the newest is the open one."""
     @property
     def system_len(self) -> int: ...
     @property
@@ -128,3 +133,7 @@ class PageWindow:
 
 def allocated_bytes() -> int:
     """Bytes currently allocated by the Rust core in this process (all stores together)."""
+
+def message_texts(messages: _Message | Sequence[_Message]) -> list[str]:
+    """The searchable text of each message: its string content, or its blocks' text joined by
+    newlines. The messages are checked like stored ones."""

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 __all__ = [
     "BatchError",
+    "ContextOverflowError",
     "InvalidMessageError",
     "InvalidOperationError",
     "MemciError",
+    "PageError",
     "PositionError",
     "StateError",
+    "SummaryError",
 ]
 
 
@@ -48,3 +51,15 @@ class PositionError(MemciError, IndexError):
 
 class StateError(MemciError, ValueError):
     """A saved state (``from_json``) that cannot be loaded; the message names the bad part."""
+
+
+class PageError(MemciError, LookupError):
+    """A page index of a :class:`~memci.ContextSystem` that does not exist (or is not stored)."""
+
+
+class ContextOverflowError(MemciError, ValueError):
+    """The context cannot fit ``max_context_tokens`` even with every page but the open one archived."""
+
+
+class SummaryError(MemciError, ValueError):
+    """A summarizer returned something that is not a summary of the page it was given."""

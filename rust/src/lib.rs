@@ -14,7 +14,7 @@ mod _core {
     use crate::python::store::MessageStore;
 
     #[pymodule_export]
-    use crate::python::pages::PageWindow;
+    use crate::python::pages::{PageWindow, message_texts};
 
     #[pymodule_export]
     use crate::python::allocated_bytes;

@@ -220,6 +220,22 @@ impl Window {
         Ok(ids)
     }
 
+    /// Take back the page just opened (when what had to follow its opening failed): it leaves
+    /// the window and its index will be given again. Only the newest page, and only while no
+    /// later index has been given.
+    pub fn undo_open(&mut self, index: PageIndex) -> Result<()> {
+        match self.active.last() {
+            Some(p) if p.index == index && index + 1 == self.next_index => {
+                self.detach(index)?;
+                self.next_index = index;
+                Ok(())
+            }
+            _ => Err(Error::InvalidOperation(format!(
+                "page {index} is not the page just opened"
+            ))),
+        }
+    }
+
     fn run_ids(&self, run: Run) -> Vec<NodeId> {
         let mut ids = Vec::with_capacity(run.len);
         let mut at = run.head;
@@ -359,6 +375,18 @@ mod tests {
         // Indices are never reused.
         assert_eq!(w.open_page(&incoming(&[("user", "q4")])).unwrap(), 4);
         assert_eq!(window_text(&w), ["sys", "q4"]);
+    }
+
+    #[test]
+    fn undoing_an_open_gives_its_index_again() {
+        let mut w = window_of(2);
+        assert!(w.undo_open(1).is_err());
+        w.open_page(&incoming(&[("user", "q3")])).unwrap();
+        w.undo_open(3).unwrap();
+        assert_eq!(window_text(&w), ["sys", "q1", "a1", "q2", "a2"]);
+        assert_eq!(w.open_page(&incoming(&[("user", "again")])).unwrap(), 3);
+        w.detach(3).unwrap();
+        assert!(w.undo_open(3).is_err(), "a detached page is not the newest");
     }
 
     #[test]

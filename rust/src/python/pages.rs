@@ -10,6 +10,7 @@ use pyo3::types::PyList;
 use crate::core::error::Error;
 use crate::core::pages::{PageIndex, Window};
 use crate::core::store::message_text;
+use crate::core::value::ValueRef;
 use crate::python::convert::{decode_ids, incoming};
 use crate::python::lock;
 
@@ -62,21 +63,17 @@ impl PageWindow {
         Ok(lock::write(py, &self.inner).join(&incoming)?)
     }
 
-    /// Unlink an active page from the window; its messages and their searchable text (the text
-    /// of each message, joined by newlines).
-    fn detach<'py>(&self, py: Python<'py>, index: i64) -> PyResult<(Bound<'py, PyList>, String)> {
+    /// Unlink an active page from the window in O(1).
+    fn detach(&self, py: Python<'_>, index: i64) -> PyResult<()> {
         let index = page_index(index)?;
-        let mut window = lock::write(py, &self.inner);
-        let ids = window.detach(index)?;
-        let mut text = String::new();
-        let mut buf = String::new();
-        for (i, &id) in ids.iter().enumerate() {
-            if i > 0 {
-                text.push('\n');
-            }
-            text.push_str(message_text(window.arena().message(id), &mut buf));
-        }
-        Ok((decode_ids(py, window.arena(), ids)?, text))
+        lock::write(py, &self.inner).detach(index)?;
+        Ok(())
+    }
+
+    /// Take back the page just opened; its index will be given again.
+    fn undo_open(&self, py: Python<'_>, index: i64) -> PyResult<()> {
+        let index = page_index(index)?;
+        Ok(lock::write(py, &self.inner).undo_open(index)?)
     }
 
     /// The messages of an active page.
@@ -100,6 +97,12 @@ impl PageWindow {
         decode_ids(py, window.arena(), window.ids())
     }
 
+    /// Pages in the window; the newest is the open one.
+    #[getter]
+    fn active_count(&self, py: Python<'_>) -> usize {
+        lock::read(py, &self.inner).active().len()
+    }
+
     #[getter]
     fn system_len(&self, py: Python<'_>) -> usize {
         lock::read(py, &self.inner).system_len()
@@ -114,4 +117,16 @@ impl PageWindow {
     fn stored_nodes(&self, py: Python<'_>) -> usize {
         lock::read(py, &self.inner).arena().len()
     }
+}
+
+/// The searchable text of each message (see `docs/message-array.md`): its string content, or the
+/// text of its blocks joined by newlines. Messages are checked like any stored message.
+#[pyfunction]
+pub fn message_texts(messages: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    let incoming = incoming(messages)?;
+    let mut buf = String::new();
+    Ok(incoming
+        .messages()
+        .map(|(bytes, _)| message_text(ValueRef::new(bytes), &mut buf).to_owned())
+        .collect())
 }
