@@ -211,6 +211,9 @@ class MessageArray:
     def recent(self, n: int, role: str | None = None, roles: Iterable[str] | None = None) -> list[Message]:
         """The last ``n`` visible messages, of ``role`` or of any of ``roles`` (not both; an empty
         ``roles`` is not given), oldest first. O(n log N) through the role index."""
+        if roles is None and type(n) is int and n >= 0 and (role is None or type(role) is str):
+            # The hot path of an agent loop: the core checks the role name itself.
+            return self._store.recent(n, role)
         count = ops.check_count("recent", "n", n)
         if role is not None and roles is not None:
             raise InvalidOperationError("recent: give role or roles, not both")

@@ -57,6 +57,10 @@ def _fail(op: str, text: str) -> NoReturn:
 
 
 def _as_int(value: object) -> int | None:
+    # The common case first: an isinstance check against the runtime-checkable SupportsIndex
+    # protocol costs microseconds (measured: it made arr[-1] 30x slower than the lookup itself).
+    if type(value) is int:
+        return value
     # Anything with __index__ (numpy integers, IntEnum) but bool, which is not a count here.
     if isinstance(value, bool) or not isinstance(value, SupportsIndex):
         return None
@@ -88,6 +92,8 @@ def _optional_count(op: str, field: str, value: object) -> int | None:
 
 def check_role(op: str, field: str, value: object) -> str:
     """``value`` as one of :data:`ROLES`, as a plain ``str`` (a ``StrEnum`` is accepted)."""
+    if type(value) is str and value in ROLES:
+        return value
     if not isinstance(value, str):
         _fail(op, f"{field} must be a str, got {value!r}")
     role = str.__str__(value)
