@@ -10,7 +10,7 @@ use pyo3::types::{PyByteArray, PyInt, PyList, PySlice, PyString};
 
 use crate::core::arena::NodeId;
 use crate::core::error::Error;
-use crate::core::roles::{Role, items};
+use crate::core::roles::Role;
 use crate::core::store::{Conditions, Cuts, Store};
 use crate::python::convert::{incoming, to_py};
 use crate::python::decoded::{Decoded, SMALL_READ};
@@ -262,7 +262,7 @@ impl MessageStore {
         let idx = key.indices(len)?;
         if idx.step == 1 {
             let start = idx.start.max(0) as usize;
-            return self.decode(py, &store, items(store.visible(), start..start + idx.slicelength));
+            return self.decode(py, &store, store.visible().range(start..start + idx.slicelength));
         }
         let visible = store.visible();
         let ids = (0..idx.slicelength as isize).map(|k| visible[(idx.start + k * idx.step) as usize]);
