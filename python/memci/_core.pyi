@@ -61,7 +61,7 @@ class MessageStore:
     # ---- reads --------------------------------------------------------------------------------
     def tool_description(self) -> _Message | None: ...
     def get(self, index: int) -> _Message:
-        """The visible message at index (negative counts from the end). O(log n)."""
+        """The visible message at index (negative counts from the end). O(1)."""
     def slice(self, key: builtins.slice) -> list[_Message]:
         """``arr[a:b:c]`` with Python's slice rules, atomic. O(k log n)."""
     def take(self, positions: Sequence[int]) -> list[_Message]:

@@ -221,7 +221,7 @@ impl Store {
     }
 
     /// REPLACE the visible message at `index` (negative counts from the end): new batch.
-    /// The old message stays stored. O(log n).
+    /// The old message stays stored. O(1), or O(n) when the role changes (role index rebuilt).
     pub fn replace(&mut self, index: i64, incoming: &Incoming, description: String) -> Result<()> {
         let pos = self.position(index, "replace")?;
         assert_eq!(incoming.len(), 1, "replace takes one message");
