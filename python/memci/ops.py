@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, NoReturn, SupportsIndex, TypeAlias
 
-from memci.errors import InvalidMessageError, InvalidOperationError
+from memci.errors import BatchError, InvalidMessageError, InvalidOperationError
 
 __all__ = [
     "ROLES",
@@ -293,7 +293,11 @@ class Rollback:
     batch_index: int
 
     def __post_init__(self) -> None:
-        _set(self, "batch_index", check_count(self.name, "batch_index", self.batch_index))
+        index = check_index(self.name, "batch_index", self.batch_index)
+        if index < 0:
+            # A batch that cannot exist, like snapshot(-1): the same error as one past the end.
+            raise BatchError(f"rollback: batch {index} does not exist (batch indices are >= 0)")
+        _set(self, "batch_index", index)
 
     def describe(self) -> str:
         return _describe(self.name, batch_index=self.batch_index)
