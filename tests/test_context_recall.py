@@ -27,7 +27,12 @@ def openai_call(name: str, arguments: str, call_id: str = "call_r") -> dict[str,
 
 
 def attp(code: str, status: str = "success") -> str:
-    return f'thought = """I need an earlier page."""\n\n[tool_call]\nstatus = "{status}"\ntarget = "recall"\ncode = \'\'\'\n{code}\n\'\'\'\n'
+    """A model's ATTP answer whose tool_call runs ``code``."""
+    return (
+        'thought = """I need an earlier page."""\n\n'
+        f'[tool_call]\nstatus = "{status}"\ntarget = "recall"\n'
+        f"code = '''\n{code}\n'''\n"
+    )
 
 
 def attp_result(message: dict[str, Any]) -> dict[str, Any]:
