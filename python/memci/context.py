@@ -325,9 +325,7 @@ class ContextSystem:
         prepared: list[tuple[Page, PageSummary]] = []
         for index in indices[:-1]:
             prepared.append(self._prepare(index))
-            extra = [
-                ContentsEntry(p.index, s.summary, s.entry_summaries, 0, self._round, self._round) for p, s in prepared
-            ]
+            extra = [self._new_entry(p, s) for p, s in prepared]
             rest = [m for i in indices[len(prepared) :] for m in pages[i]]
             tokens = self._tokens.messages(self._assemble(self._archive.render(extra), rest))
             if tokens <= limit:
