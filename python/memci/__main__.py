@@ -1,4 +1,4 @@
-"""``python -m memci demo``: run the demo on a generated conversation."""
+"""``python -m memci demo [--array] [--rounds N] [--db PATH]``: run the demo (see :mod:`memci.demo`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] == ["demo"]:
         from memci.demo import main as run_demo
 
-        run_demo()
-        return 0
+        return run_demo(args[1:])
     print("usage: python -m memci demo", file=sys.stderr)
     return 2
 

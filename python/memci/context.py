@@ -341,6 +341,10 @@ class ContextSystem:
         with self._lock:
             return self._tokens.messages(self._assemble(self._archive.render()))
 
+    def count_tokens(self, messages: list[Message]) -> int:
+        """Tokens of ``messages`` in the system's encoding (or by its ``counter``)."""
+        return self._tokens.messages(messages)
+
     def contents_text(self) -> str | None:
         """The contents page's text, or None while no entry is visible."""
         with self._lock:
