@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -35,7 +35,7 @@ Message = dict[str, Any]
 
 SYSTEM_PROMPT = "You are a helpful agent with tools for weather, sums, papers and files. Be brief."
 #: The contents cap is lowered from 2000 so that LRU has work to do in a few hundred rounds.
-POLICY = ArchivePolicy(unrecalled_rounds=10, unchanged_rounds=20, contents_max_tokens=700)
+POLICY = ArchivePolicy(unrecalled_rounds=10, unchanged_rounds=20, contents_max_tokens=900)
 ACTIVE_PAGES = 5
 #: The window is shown as the model gets it after this round.
 SHOW_WINDOW_AT = 40
@@ -137,20 +137,29 @@ def _attp_panel(ctx: ContextSystem) -> Panel:
     return Panel(lines, title="The same tools in ATTP (TOML tool calls)", border_style="blue")
 
 
-def _bars(values: Sequence[int], full: Sequence[int], width: int = 64, height: int = 8) -> Text:
-    """Window tokens per round (bars) under the tokens of the whole history (dots)."""
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def _spark(values: Sequence[int], width: int = 72) -> str:
+    """``values`` as one line of bars, each the highest of its group of rounds, scaled to the max."""
     step = max(1, -(-len(values) // width))
     cols = [max(values[i : i + step]) for i in range(0, len(values), step)]
-    tops = [max(full[i : i + step]) for i in range(0, len(full), step)]
-    peak = max(*tops, 1)
-    out = Text()
-    for level in range(height, 0, -1):
-        threshold = peak * (level - 0.5) / height
-        cells = ("█" if c >= threshold else "·" if t >= threshold else " " for c, t in zip(cols, tops, strict=True))
-        out.append(f"{int(peak * level / height):>7} ", style="dim")
-        out.append("".join(cells) + "\n", style="cyan")
-    out.append(f"{'':>8}round 1 … round {len(values)}, {step} round(s) a column\n", style="dim")
-    return out
+    peak = max(*cols, 1)
+    return "".join(SPARKS[min(len(SPARKS) - 1, c * len(SPARKS) // (peak + 1))] for c in cols)
+
+
+def _tokens_panel(window: Sequence[int], history: Sequence[int]) -> Panel:
+    lines = Text()
+    for name, values in (("sent to the model", window), ("whole history", history)):
+        lines.append(f"{name:<18}", style="bold")
+        lines.append(_spark(values), style="cyan")
+        lines.append(f"  max {max(values)}, last {values[-1]}\n")
+    lines.append(
+        f"{'':<18}round 1 → round {len(window)}; each line is scaled to its own max. The window stays flat "
+        "while the history grows: old pages wait in SQLite, summarised on the contents page.",
+        style="dim",
+    )
+    return Panel(lines, title="Tokens per round", border_style="cyan")
 
 
 # ---- the run --------------------------------------------------------------------------------------
@@ -216,7 +225,8 @@ class _Run:
 def _table() -> Table:
     table = Table(title="Rounds (quiet ones folded)", header_style="bold")
     for name in ("round", "page", "user", "agent", "archived", "dropped (m / p / lru)", "window tok", "contents tok"):
-        table.add_column(name, justify="right" if name in ("round", "page", "window tok", "contents tok") else "left")
+        right = name in ("round", "page", "window tok", "contents tok")
+        table.add_column(name, justify="right" if right else "left", no_wrap=True, overflow="ellipsis")
     return table
 
 
@@ -279,18 +289,20 @@ def run(rounds: int, db: Path, console: Console) -> None:
     for panel in result.spotlights:
         console.print(panel)
     console.print(_attp_panel(ctx))
-    legend = Text("█ tokens sent to the model each round   · tokens of the whole history (if nothing were paged)\n")
-    chart = Group(legend, _bars(result.window_tokens, result.history_tokens))
-    console.print(Panel(chart, title="Tokens per round", border_style="cyan"))
+    console.print(_tokens_panel(result.window_tokens, result.history_tokens))
     console.print(_summary(ctx, db, result, counter))
-    ctx.storage.close()
 
 
 def _summary(ctx: ContextSystem, db: Path, run: _Run, counter: Callable[[str], int] | None) -> Panel:
-    storage = ctx.storage
-    pages = len(storage.page_indices())
+    from memci import SqliteStorage  # type: ignore[attr-defined]  # the storage module
+
+    pages = len(ctx.storage.page_indices())
+    ctx.storage.close()
     files = (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"))
     size = sum(p.stat().st_size for p in files if p.exists())
+    reopened = SqliteStorage(str(db))
+    same = ContextSystem.load(reopened, counter=counter).state() == ctx.state()
+    reopened.close()
     window, history = run.window_tokens[-1], run.history_tokens[-1]
     table = Table(show_header=False, box=None, padding=(0, 2))
     table.add_column(style="bold")
@@ -301,8 +313,9 @@ def _summary(ctx: ContextSystem, db: Path, run: _Run, counter: Callable[[str], i
     d = run.dropped
     table.add_row(
         "contents page",
-        f"{len(ctx.contents)} entries visible ({ctx.contents_tokens()} tokens); {len(ctx.dropped)} dropped: "
-        f"{d['unrecalled']} by m, {d['unchanged']} by p, {d['lru']} by LRU",
+        f"{len(ctx.contents)} entries visible ({ctx.contents_tokens()} tokens), {len(ctx.dropped)} dropped; "
+        f"drops over the run: {d['unrecalled']} by m, {d['unchanged']} by p, {d['lru']} by LRU "
+        "(a recalled entry comes back and can be dropped again)",
     )
     table.add_row("recalls", f"{run.recalls['contents']} found on the contents page, {run.recalls['search']} by search")
     table.add_row(
@@ -310,9 +323,8 @@ def _summary(ctx: ContextSystem, db: Path, run: _Run, counter: Callable[[str], i
         f"last {window}, max {max(run.window_tokens)}; the whole history would be {history} "
         f"({history / max(window, 1):.0f}x the last window)",
     )
-    table.add_row("SQLite", f"{size / 1024:.0f} KiB, {size / max(pages, 1):.0f} bytes per archived page")
-    same = ContextSystem.load(storage, counter=counter).state() == ctx.state()
-    verdict = "ContextSystem.load(storage): identical state ✓" if same else "the loaded state differs ✗"
+    table.add_row("SQLite file", f"{size / 1024:.0f} KiB, {size / max(pages, 1):.0f} bytes per archived page")
+    verdict = "ContextSystem.load(SqliteStorage(path)): identical state ✓" if same else "the loaded state differs ✗"
     table.add_row("load", Text(verdict, style="green" if same else "red bold"))
     return Panel(table, title="Summary", border_style="bold")
 
