@@ -1,0 +1,258 @@
+"""The paged context system (seed 004): rounds on a long conversation, and ``build_messages``.
+
+No peer pages a conversation by user interaction with a contents page, recall counts and archive
+rules (Letta evicts 30% of its messages FIFO and summarises with a model; LlamaIndex trims a token
+buffer), so the memci figures stand mostly on their own. Two peers are measured for scale, and
+both do less than memci:
+
+- ``llamaindex``: what a LlamaIndex user keeps a long chat bounded with: a ``ChatMemoryBuffer``
+  holding every message, whose ``get()`` trims to a token limit (the size of memci's window) each
+  round. Nothing is summarised, stored or searchable.
+- ``python-window``: a hand-written sliding window over a list of dicts: copy the messages in,
+  send copies of the last 5 interactions. No archive at all: the floor any paging system sits on.
+
+Workloads (the size label counts *archived pages*: 1k or 10k, about 4.6 messages each):
+
+- ``context_round``: ``ROUNDS`` rounds of agent conversation, each: the user message (which opens
+  a page and archives the oldest: summary, storage write, O(1) unlink, contents entry, search
+  index), the assistant's tool calls and their results, the answer, ``end_round`` (the m, p and
+  LRU rules) and ``build_messages``. ``memci`` stores pages in ``MemoryStorage``, ``memci-sqlite``
+  in ``SqliteStorage`` (a file in a temporary directory, one transaction per page). Report:
+  ``ROUNDS / median`` rounds per second.
+- ``context_build``: one ``build_messages()`` with n=5 active pages and a full contents page (just
+  under the LRU trigger of the default 2000-token cap). ``python-window`` renders the same contents
+  text and copies the same five pages by hand.
+
+Token counts use ``memci.tokens`` (o200k_base) when it is installed; otherwise an approximate
+counter (``len(text) // 4``), named in each case's ``extra_info``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import tempfile
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import generator
+import harness
+import memci
+import pytest
+from pure_python import copy_json
+
+ROUNDS = 50
+ACTIVE_PAGES = 5
+#: Archived pages before the timed rounds, by size label.
+PAGES = {"1k": 1_000, "10k": 10_000}
+#: Messages enough for the archived pages, the timed rounds and every calibration run.
+MESSAGES = 60_000
+
+ROUND_PEERS = ("memci", "memci-sqlite", "llamaindex", "python-window")
+ROUND_CASES = harness.cases(
+    ROUND_PEERS,
+    sizes=tuple(PAGES),
+    # Building 10k archived pages takes seconds; LlamaIndex's trim is quadratic in the history.
+    slow=("memci-10k", "memci-sqlite-10k", "python-window-10k", "llamaindex-1k"),
+    very_slow=("llamaindex-10k",),
+)
+BUILD_PEERS = ("memci", "python-window")
+BUILD_CASES = harness.cases(BUILD_PEERS, sizes=("1k",))
+
+Message = dict[str, Any]
+
+
+def _counter() -> tuple[Callable[[str], int] | None, str]:
+    if importlib.util.find_spec("memci.tokens") is not None:
+        return None, "memci.tokens o200k_base"
+    return (lambda text: len(text) // 4), "approximate len/4 (memci.tokens not installed)"
+
+
+@cache
+def interactions() -> tuple[tuple[Message, ...], ...]:
+    """The generated conversation cut into user interactions (the system prompt left out)."""
+    out: list[list[Message]] = []
+    for m in generator.conversation(MESSAGES)[1:]:
+        if m["role"] == "user" or not out:
+            out.append([])
+        out[-1].append(m)
+    return tuple(tuple(i) for i in out[:-1])  # the last one may be cut short
+
+
+def _storage(peer: str) -> Any:
+    if peer == "memci-sqlite":
+        if not hasattr(memci, "SqliteStorage"):
+            pytest.skip("memci.SqliteStorage has not landed")
+        folder = tempfile.mkdtemp(prefix="memci-bench-")
+        return memci.SqliteStorage(str(Path(folder) / "context.db"))  # type: ignore[attr-defined]
+    if not hasattr(memci, "MemoryStorage"):
+        pytest.skip("memci.MemoryStorage has not landed")
+    return memci.MemoryStorage()  # type: ignore[attr-defined]
+
+
+class _System:
+    """A context system that has archived ``pages`` pages, and where the conversation goes next."""
+
+    def __init__(self, peer: str, pages: int) -> None:
+        counter, self.counting = _counter()
+        self.ctx = memci.ContextSystem(
+            generator.conversation(1)[0]["content"],
+            active_pages=ACTIVE_PAGES,
+            storage=_storage(peer),
+            counter=counter,
+        )
+        self.next = 0
+        self.rounds(pages + ACTIVE_PAGES)
+
+    def rounds(self, count: int) -> list[Message]:
+        ctx, todo = self.ctx, interactions()
+        sent: list[Message] = []
+        for _ in range(count):
+            for m in todo[self.next]:
+                ctx.add(m)
+            self.next += 1
+            ctx.end_round()
+            sent = ctx.build_messages(sanitize=hasattr(memci, "sanitize_messages"))
+        return sent
+
+
+@cache
+def _system(peer: str, size: str) -> _System:
+    return _System(peer, PAGES[size])
+
+
+class _Window:
+    """The ``python-window`` peer: every message copied in, the last five interactions copied out."""
+
+    def __init__(self, pages: int) -> None:
+        self.system = {"role": "system", "content": generator.conversation(1)[0]["content"]}
+        self.messages: list[Message] = []
+        self.starts: list[int] = []
+        self.next = 0
+        self.rounds(pages + ACTIVE_PAGES)
+
+    def rounds(self, count: int) -> list[Message]:
+        todo = interactions()
+        sent: list[Message] = []
+        for _ in range(count):
+            self.starts.append(len(self.messages))
+            self.messages.extend(copy_json(m) for m in todo[self.next])
+            self.next += 1
+            first = self.starts[-ACTIVE_PAGES] if len(self.starts) >= ACTIVE_PAGES else 0
+            sent = [copy_json(self.system), *(copy_json(m) for m in self.messages[first:])]
+        return sent
+
+
+@cache
+def _window(size: str) -> _Window:
+    return _Window(PAGES[size])
+
+
+class _Llama:
+    """The ``llamaindex`` peer: a ``ChatMemoryBuffer`` holding everything, trimmed by ``get()``."""
+
+    def __init__(self, pages: int, token_limit: int) -> None:
+        from bench_build import llamaindex_messages
+        from llama_index.core.memory import ChatMemoryBuffer
+
+        self.convert = llamaindex_messages
+        history = [m for i in interactions()[: pages + ACTIVE_PAGES] for m in i]
+        self.buffer = ChatMemoryBuffer.from_defaults(chat_history=self.convert(history), token_limit=token_limit)
+        self.next = pages + ACTIVE_PAGES
+
+    def rounds(self, count: int) -> list[Any]:
+        sent: list[Any] = []
+        for _ in range(count):
+            for m in self.convert(list(interactions()[self.next])):
+                self.buffer.put(m)
+            self.next += 1
+            sent = self.buffer.get()
+        return sent
+
+
+@pytest.mark.parametrize(("peer", "size"), ROUND_CASES)
+def test_context_round(benchmark: Any, request: pytest.FixtureRequest, peer: str, size: str) -> None:
+    harness.importorskip_peer(peer)
+    slow = harness.is_slow(request)
+    if peer == "python-window":
+        window = _window(size)
+        harness.label(benchmark, "context_round", peer, size, rounds=ROUNDS)
+        sent = harness.measure(benchmark, window.rounds, lambda: ((ROUNDS,), {}), slow=slow)
+        assert sent[1:] == [m for i in interactions()[window.next - ACTIVE_PAGES : window.next] for m in i]
+        return
+    if peer == "llamaindex":
+        reference = _system("memci", "1k")
+        llama = _Llama(PAGES[size], reference.ctx.token_count())
+        harness.label(benchmark, "context_round", peer, size, rounds=ROUNDS)
+        sent = harness.measure(benchmark, llama.rounds, lambda: ((ROUNDS,), {}), slow=slow)
+        assert sent, "the buffer keeps the latest messages"
+        assert sent[-1].content == interactions()[llama.next - 1][-1]["content"]
+        return
+    system = _system(peer, size)
+    before = system.next
+    harness.label(benchmark, "context_round", peer, size, rounds=ROUNDS, tokens=system.counting)
+    sent = harness.measure(benchmark, system.rounds, lambda: ((ROUNDS,), {}), slow=slow)
+    ctx = system.ctx
+    archived = system.next - ACTIVE_PAGES
+    assert [p.index for p in ctx.pages] == list(range(archived + 1, system.next + 1))
+    assert len(ctx.storage.page_indices()) == archived >= PAGES[size] + ROUNDS
+    assert system.next >= before + ROUNDS
+    assert sent[0]["role"] == "system"
+    assert sent[-1] == interactions()[system.next - 1][-1]
+    assert ctx.contents, "recently archived pages are on the contents page"
+
+
+def _full_contents() -> memci.ContextSystem:
+    """n=5 pages active and the contents page just under the LRU trigger (0.9 x 2000 tokens)."""
+    counter, _ = _counter()
+    policy = memci.ArchivePolicy(unrecalled_rounds=10**6, unchanged_rounds=10**6)
+    ctx = memci.ContextSystem(
+        "You are a careful coding agent.",
+        active_pages=ACTIVE_PAGES,
+        storage=_storage("memci"),
+        counter=counter,
+        policy=policy,
+    )
+    todo = interactions()
+    at = 0
+    while True:
+        for m in todo[at]:
+            ctx.add(m)
+        at += 1
+        if ctx.contents_tokens() >= 0.8 * policy.contents_max_tokens:
+            break
+    assert ctx.end_round().dropped == ()
+    return ctx
+
+
+@pytest.mark.parametrize(("peer", "size"), BUILD_CASES)
+def test_context_build(benchmark: Any, peer: str, size: str) -> None:
+    ctx = _full_contents()
+    harness.label(benchmark, "context_build", peer, size, contents_tokens=ctx.contents_tokens())
+    sanitize = hasattr(memci, "sanitize_messages")
+    expected = ctx.build_messages(sanitize=sanitize)
+    if peer == "memci":
+        sent = harness.measure(benchmark, lambda: ctx.build_messages(sanitize=sanitize))
+    else:
+        system = expected[:2]
+        contents = ctx.contents
+        pages = [m for p in ctx.pages for m in p.messages()]
+
+        def by_hand() -> list[Message]:
+            text = "\n".join(
+                [
+                    "Contents of archived pages.",
+                    *(
+                        "\n".join([f"[page {e.index}] {e.summary}", *(f"  - {s}" for s in e.entry_summaries)])
+                        for e in contents
+                    ),
+                ]
+            )
+            return [*map(copy_json, system), {"role": "system", "content": text}, *map(copy_json, pages)]
+
+        sent = harness.measure(benchmark, by_hand)
+    assert len(sent) == len(expected)
+    assert sent[3:] == expected[3:]
+    assert len(ctx.pages) == ACTIVE_PAGES
