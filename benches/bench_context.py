@@ -17,8 +17,8 @@ Workloads (the size label counts *archived pages*: 1k or 10k, about 4.6 messages
   a page and archives the oldest: summary, storage write, O(1) unlink, contents entry, search
   index), the assistant's tool calls and their results, the answer, ``end_round`` (the m, p and
   LRU rules) and ``build_messages``. ``memci`` stores pages in ``MemoryStorage``, ``memci-sqlite``
-  in ``SqliteStorage`` (a file in a temporary directory, one transaction per page). Report:
-  ``ROUNDS / median`` rounds per second.
+  in ``SqliteStorage`` (a file in a temporary directory, one transaction per page). Each timed call
+  is one round, so rounds per second is ``1 / median``; the system keeps growing as calls run.
 - ``context_build``: one ``build_messages()`` with n=5 active pages and a full contents page (just
   under the LRU trigger of the default 2000-token cap). ``python-window`` renders the same contents
   text and copies the same five pages by hand.
@@ -43,7 +43,8 @@ import memci
 import pytest
 from pure_python import copy_json
 
-ROUNDS = 50
+#: Rounds per timed call: one, so a peer that takes many seconds a round can be measured too.
+ROUNDS = 1
 ACTIVE_PAGES = 5
 #: Archived pages before the timed rounds, by size label.
 PAGES = {"1k": 1_000, "10k": 10_000}
@@ -54,7 +55,8 @@ ROUND_PEERS = ("memci", "memci-sqlite", "llamaindex", "python-window")
 ROUND_CASES = harness.cases(
     ROUND_PEERS,
     sizes=tuple(PAGES),
-    # Building 10k archived pages takes seconds; LlamaIndex's trim is quadratic in the history.
+    # Building 10k archived pages takes seconds; LlamaIndex's trim is quadratic in the history
+    # (about 45 s a round at 1k pages, so more than an hour at 10k).
     slow=("memci-10k", "memci-sqlite-10k", "python-window-10k", "llamaindex-1k"),
     very_slow=("llamaindex-10k",),
 )
@@ -175,7 +177,9 @@ class _Llama:
 @pytest.mark.parametrize(("peer", "size"), ROUND_CASES)
 def test_context_round(benchmark: Any, request: pytest.FixtureRequest, peer: str, size: str) -> None:
     harness.importorskip_peer(peer)
-    slow = harness.is_slow(request)
+    # Only LlamaIndex is slow a round; the other 10k cases are marked slow for their setup (building
+    # 10k archived pages), which keeps them out of the untimed pass but not out of calibration.
+    slow = harness.is_slow(request) and peer == "llamaindex"
     if peer == "python-window":
         window = _window(size)
         harness.label(benchmark, "context_round", peer, size, rounds=ROUNDS)
@@ -197,7 +201,7 @@ def test_context_round(benchmark: Any, request: pytest.FixtureRequest, peer: str
     ctx = system.ctx
     archived = system.next - ACTIVE_PAGES
     assert [p.index for p in ctx.pages] == list(range(archived + 1, system.next + 1))
-    assert len(ctx.storage.page_indices()) == archived >= PAGES[size] + ROUNDS
+    assert len(ctx.storage.page_indices()) == archived >= PAGES[size] + ROUNDS - 1
     assert system.next >= before + ROUNDS
     assert sent[0]["role"] == "system"
     assert sent[-1] == interactions()[system.next - 1][-1]

@@ -14,7 +14,17 @@ from dataclasses import dataclass
 from typing import Any
 
 SIZE_ORDER = ("1k", "10k", "100k")
-WORKLOAD_ORDER = ("build", "recent_user", "recent_system", "truncate", "filter", "snapshots", "checkpoint")
+WORKLOAD_ORDER = (
+    "build",
+    "recent_user",
+    "recent_system",
+    "truncate",
+    "filter",
+    "snapshots",
+    "checkpoint",
+    "context_round",
+    "context_build",
+)
 PEER_ORDER = (
     "python",
     "python-indexed",
@@ -23,6 +33,8 @@ PEER_ORDER = (
     "langchain-convert",
     "llamaindex",
     "langgraph",
+    "memci-sqlite",
+    "python-window",
 )
 TITLES = {
     "build": "Build a history, one append at a time",
@@ -32,6 +44,9 @@ TITLES = {
     "filter": "FILTER roles user+assistant, content_excludes one keyword",
     "snapshots": "100 x (append 1% of n + snapshot), rollback to the 50th",
     "checkpoint": "100 snapshots of an unchanged history, rollback to the 50th",
+    "context_round": "ContextSystem: one agent round (add, archive the oldest page, end_round, build_messages); "
+    "size = archived pages",
+    "context_build": "ContextSystem.build_messages with n=5 active pages and a full contents page",
 }
 
 
@@ -66,6 +81,10 @@ NOTES = [
     "LangChain's `trim_messages` (the pure-Python slice is O(k) too).",
     "snapshots: the appends (the same for every store) dominate the shallow-copy peer's time; "
     "`checkpoint` isolates the snapshots.",
+    "context_*: no peer pages by user interaction with a contents page and recall rules, and DESIGN.md "
+    "sets no target: figures are absolute (rounds per second = 1 / median). `llamaindex` (a ChatMemoryBuffer "
+    "trimmed by get() each round) and `python-window` (a bare sliding window of 5 interactions) do less "
+    "than memci and are shown for scale; `memci-sqlite` is memci with pages written to SqliteStorage.",
     "Peers missing from a table were skipped (not installed, or too slow for the run: see benches/conftest.py).",
 ]
 MEMORY_TARGET = 0.6

@@ -14,7 +14,10 @@ needs_sqlite = pytest.mark.skipif(
 
 
 @needs_sqlite
-def test_the_demo_runs_a_conversation_on_sqlite_and_loads_it_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+def test_the_demo_runs_a_conversation_on_sqlite_and_loads_it_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("COLUMNS", "200")  # no line of the display is cut
     db = tmp_path / "demo.db"
     assert main(["--rounds", "60", "--db", str(db)]) == 0
     out = capsys.readouterr().out

@@ -143,7 +143,17 @@ class ArchiveChapter:
     rules. Pure Python; the pages themselves are in storage. Not thread-safe on its own (the
     context system holds its lock around every call)."""
 
-    __slots__ = ("_count", "_entry_tokens", "_header", "_text", "_tokens", "dropped", "entries", "policy")
+    __slots__ = (
+        "_count",
+        "_entry_text",
+        "_entry_tokens",
+        "_header",
+        "_text",
+        "_tokens",
+        "dropped",
+        "entries",
+        "policy",
+    )
 
     def __init__(self, policy: ArchivePolicy, count: Callable[[str], int], header: str) -> None:
         self.policy = policy
@@ -153,6 +163,7 @@ class ArchiveChapter:
         self.entries: dict[int, ContentsEntry] = {}
         self.dropped: dict[int, DroppedEntry] = {}
         self._entry_tokens: dict[int, int] = {}
+        self._entry_text: dict[int, str] = {}
         self._text: str | None = None
         self._tokens: int | None = None
 
@@ -174,7 +185,7 @@ class ArchiveChapter:
         if not extra and self._text is not None:
             return self._text or None
         entries = sorted([*self.entries.values(), *extra], key=lambda e: e.index)
-        text = "\n".join([self._header, *map(self.render_entry, entries)]) if entries else ""
+        text = "\n".join([self._header, *map(self._rendered, entries)]) if entries else ""
         if not extra:
             self._text = text
         return text or None
@@ -186,16 +197,26 @@ class ArchiveChapter:
             self._tokens = 0 if text is None else self._count(text)
         return self._tokens
 
+    def _rendered(self, entry: ContentsEntry) -> str:
+        """An entry's lines, cached for visible entries (a page's lines only change on recall)."""
+        if self.entries.get(entry.index) is not entry:
+            return self.render_entry(entry)
+        text = self._entry_text.get(entry.index)
+        if text is None:
+            text = self._entry_text[entry.index] = self.render_entry(entry)
+        return text
+
     def _entry_cost(self, entry: ContentsEntry) -> int:
         cost = self._entry_tokens.get(entry.index)
         if cost is None:
-            cost = self._entry_tokens[entry.index] = self._count(self.render_entry(entry))
+            cost = self._entry_tokens[entry.index] = self._count(self._rendered(entry))
         return cost
 
     def _changed(self, index: int) -> None:
         self._text = None
         self._tokens = None
         self._entry_tokens.pop(index, None)
+        self._entry_text.pop(index, None)
 
     # ---- changes -----------------------------------------------------------------------------------
 

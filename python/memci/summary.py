@@ -96,10 +96,15 @@ def cut(text: str, limit: int) -> str:
 _SENTENCE_END = re.compile("[.!?](?=\\s|$)|[\u3002\uff01\uff1f]")
 
 
-def first_sentence(text: str) -> str:
+def first_sentence(text: str, within: int | None = None) -> str:
     """The first line of ``text`` up to its first sentence end (``.``, ``!``, ``?`` followed by a
-    space, or the CJK full stop, exclamation and question marks), whitespace collapsed."""
-    line = " ".join(text.strip().split("\n", 1)[0].split())
+    space, or the CJK full stop, exclamation and question marks), whitespace collapsed. With
+    ``within``, only the first ``within`` characters are looked at (enough for a summary cut
+    shorter than that; a long message then costs no more than a short one)."""
+    text = text.lstrip()
+    if within is not None:
+        text = text[:within]
+    line = " ".join(text.split("\n", 1)[0].split())
     found = _SENTENCE_END.search(line)
     return line if found is None else line[: found.end()]
 
@@ -121,12 +126,13 @@ def _tool_uses_text(message: Message) -> str:
     return "; ".join(f"{b.get('name', '?')}({json.dumps(b.get('input'), ensure_ascii=False)})" for b in uses)
 
 
-def entry_text(message: Message, text: str | None = None, *, short: bool = False) -> str:
+def entry_text(message: Message, text: str | None = None, *, short: int | None = None) -> str:
     """The text a summary of ``message`` starts from: its content text (``text`` if already
-    known; only its first sentence when ``short``), then its tool calls as ``→ name(arguments)``."""
+    known; with ``short``, only its first sentence, looked for in that many characters), then its
+    tool calls as ``→ name(arguments)``."""
     body = _core.message_texts(message)[0] if text is None else text
-    if short:
-        body = first_sentence(body)
+    if short is not None:
+        body = first_sentence(body, short)
     calls = _calls_text(message) or _tool_uses_text(message)
     if calls:
         return f"{body.strip()} → {calls}" if body.strip() else f"→ {calls}"
@@ -156,7 +162,9 @@ class ExtractiveSummarizer:
     def summarize(self, page: Page) -> PageSummary:
         messages = page.messages()
         texts = _core.message_texts(messages) if messages else []
-        lines = [entry_text(m, t, short=True) for m, t in zip(messages, texts, strict=True)]
+        # Twice the longest cut, and some: whitespace collapses, so a little more may be needed.
+        within = 2 * max(self.entry_chars, self.page_chars) + 16
+        lines = [entry_text(m, t, short=within) for m, t in zip(messages, texts, strict=True)]
         entries = tuple(cut(f"{m['role']}: {line}", self.entry_chars) for m, line in zip(messages, lines, strict=True))
         first = next((i for i, m in enumerate(messages) if m["role"] == "user"), 0)
         summary = cut(lines[first], self.page_chars) if lines else ""
