@@ -20,6 +20,7 @@ from memci.errors import (
     StateError,
 )
 from memci.results import BatchSnapshot, OperationResult, Stats
+from memci.sanitize import RemovedMessage, SanitizeResult, ValidationResult, sanitize_messages, validate_messages
 
 __all__ = [
     "BatchError",
@@ -30,8 +31,13 @@ __all__ = [
     "MessageArray",
     "OperationResult",
     "PositionError",
+    "RemovedMessage",
+    "SanitizeResult",
     "StateError",
     "Stats",
+    "ValidationResult",
     "__version__",
     "ops",
+    "sanitize_messages",
+    "validate_messages",
 ]

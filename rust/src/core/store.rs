@@ -182,7 +182,7 @@ impl Store {
             .collect()
     }
 
-    fn open_batch(&mut self, description: String) {
+    pub(crate) fn open_batch(&mut self, description: String) {
         self.history.end_batch(self.view.clone(), now(), description);
     }
 

@@ -16,7 +16,7 @@ use crate::python::convert::{incoming, to_py};
 
 #[pyclass(frozen, module = "memci._core", name = "MessageStore")]
 pub struct MessageStore {
-    inner: RwLock<Store>,
+    pub(crate) inner: RwLock<Store>,
 }
 
 /// A count or position: any Python int, saturated to the `usize` range (a count larger than any
@@ -71,7 +71,7 @@ fn opt_role(name: Option<&str>, what: &str) -> Result<Option<Role>, Error> {
 }
 
 impl MessageStore {
-    fn read(&self, py: Python<'_>) -> RwLockReadGuard<'_, Store> {
+    pub(crate) fn read(&self, py: Python<'_>) -> RwLockReadGuard<'_, Store> {
         self.inner.try_read().unwrap_or_else(|| py.detach(|| self.inner.read()))
     }
 
@@ -82,7 +82,7 @@ impl MessageStore {
     }
 
     /// Decode stored messages into a new list.
-    fn decode<'py>(
+    pub(crate) fn decode<'py>(
         py: Python<'py>,
         store: &Store,
         ids: impl IntoIterator<Item = NodeId>,
