@@ -416,3 +416,18 @@ def test_array_sanitize_logs_like_the_function(caplog: pytest.LogCaptureFixture)
         arr.sanitize()
     (record,) = caplog.records
     assert "removed 1: [1] tool: orphan tool result for z" in record.getMessage()
+
+
+def test_array_scans_keep_up_with_every_change_between_them(fmt: Format) -> None:
+    arr = MessageArray([fmt.user(), fmt.calls("a")])
+    assert not arr.validate().valid
+    arr.append(fmt.results("a"))
+    assert arr.validate().valid
+    arr.insert(1, [fmt.calls("b")])
+    assert [e.split(":")[0] for e in arr.validate().errors] == ["messages[1] (assistant)"]
+    arr.replace(1, fmt.reply())
+    assert arr.validate().valid
+    for copy_ in (copy.copy(arr), MessageArray.from_json(arr.to_json())):
+        copy_.append(fmt.results("z"))
+        assert copy_.sanitize().removed_count == 1
+        assert arr.validate().valid

@@ -5,6 +5,7 @@ pub mod arena;
 pub mod error;
 pub mod json;
 pub mod message;
+pub mod pair_index;
 pub mod pairs;
 pub mod roles;
 pub mod sanitize;

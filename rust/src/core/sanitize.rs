@@ -4,8 +4,8 @@
 use imbl::Vector;
 
 use crate::core::arena::NodeId;
-use crate::core::pairs::{self, Facts, Removal};
-use crate::core::roles::Role;
+use crate::core::pairs::{self, Removal};
+use crate::core::roles::{Role, RoleIndex};
 use crate::core::snapshot::View;
 use crate::core::store::Store;
 
@@ -34,20 +34,12 @@ impl Finding {
 }
 
 impl Store {
-    /// The pair facts of the visible messages, in order. O(n).
-    fn pair_facts(&self) -> Facts<'_> {
-        let arena = self.arena();
-        let mut facts = Facts::with_capacity(self.len());
-        for &id in self.visible() {
-            pairs::push_stored(&mut facts, arena.role(id), arena.message(id));
-        }
-        facts
-    }
-
-    /// What the sanitizer would remove from the visible messages, in order, with their roles. O(n).
+    /// What the sanitizer would remove from the visible messages, in order, with their roles.
+    /// O(n) over the pair index (plus reading the messages stored since the last scan).
     pub fn pair_findings(&self) -> Vec<(Finding, Role)> {
         let visible = self.visible();
-        pairs::scan(&self.pair_facts())
+        let index = self.pairs.indexed(self.arena());
+        pairs::scan(&index.facts(visible.leaves().flatten().copied(), visible.len()))
             .iter()
             .map(|r| (Finding::new(r), self.arena().role(visible[r.index])))
             .collect()
@@ -64,25 +56,34 @@ impl Store {
         findings
     }
 
-    /// Hide the visible messages at `positions` (ascending, distinct) as a new batch. O(n).
+    /// Hide the visible messages at `positions` (ascending, distinct) as a new batch. O(n): the
+    /// new visible list and its role index are built side by side on two cores.
     pub fn remove_positions(&mut self, positions: &[usize], description: String) {
-        let mut skip = positions.iter().copied().peekable();
-        let kept: Vector<NodeId> = self
-            .visible()
-            .iter()
-            .enumerate()
-            .filter_map(|(p, &id)| {
-                if skip.peek() == Some(&p) {
-                    skip.next();
-                    None
-                } else {
-                    Some(id)
-                }
-            })
-            .collect();
+        let old = self.visible();
+        let arena = &self.arena;
+        let mut visible = Vector::new();
+        let mut roles = RoleIndex::default();
+        for (p, id) in kept(old, positions).enumerate() {
+            visible.push_back(id);
+            roles.push(arena.role(id), p as u32);
+        }
         self.open_batch(description);
-        self.view = View::of(kept, &self.arena);
+        self.view = View { visible, roles };
     }
+}
+
+/// The ids of `visible` but those at `positions` (ascending), over leaf slices (iterating a
+/// persistent vector item by item costs several times more).
+fn kept<'a>(visible: &'a Vector<NodeId>, positions: &'a [usize]) -> impl Iterator<Item = NodeId> + 'a {
+    let mut skip = positions.iter().copied().peekable();
+    visible.leaves().flatten().enumerate().filter_map(move |(p, &id)| {
+        if skip.peek() == Some(&p) {
+            skip.next();
+            None
+        } else {
+            Some(id)
+        }
+    })
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use rayon::prelude::*;
 use crate::core::arena::{Arena, NodeId};
 use crate::core::error::{Error, Result};
 use crate::core::message::{self, Facts};
+use crate::core::pair_index::PairCache;
 use crate::core::roles::{Role, items};
 use crate::core::snapshot::{History, View};
 use crate::core::value::{Encoder, ValueRef, for_each_text};
@@ -147,6 +148,8 @@ pub struct Store {
     /// Tags on stored messages; they belong to the message, not the batch.
     pub(crate) marks: BTreeMap<String, HashSet<NodeId>>,
     pub(crate) tool_description: Option<NodeId>,
+    /// The pair facts of stored messages, read on a scan's first meeting with them.
+    pub(crate) pairs: PairCache,
 }
 
 impl Store {
