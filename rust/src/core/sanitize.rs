@@ -1,11 +1,8 @@
 //! The pair scan on a [`Store`]'s visible messages, read straight from their stored encoding (no
 //! conversion, no GIL), and the sanitize batch that removes what it finds.
 
-use imbl::Vector;
-
-use crate::core::arena::NodeId;
 use crate::core::pairs::{self, Removal};
-use crate::core::roles::{Role, RoleIndex};
+use crate::core::roles::Role;
 use crate::core::snapshot::View;
 use crate::core::store::Store;
 
@@ -56,34 +53,26 @@ impl Store {
         findings
     }
 
-    /// Hide the visible messages at `positions` (ascending, distinct) as a new batch. O(n): the
-    /// new visible list and its role index are built side by side on two cores.
+    /// Hide the visible messages at `positions` (ascending, distinct) as a new batch. O(n).
     pub fn remove_positions(&mut self, positions: &[usize], description: String) {
-        let old = self.visible();
-        let arena = &self.arena;
-        let mut visible = Vector::new();
-        let mut roles = RoleIndex::default();
-        for (p, id) in kept(old, positions).enumerate() {
-            visible.push_back(id);
-            roles.push(arena.role(id), p as u32);
-        }
+        let mut skip = positions.iter().copied().peekable();
+        let visible = self
+            .visible()
+            .leaves()
+            .flatten()
+            .enumerate()
+            .filter_map(|(p, &id)| {
+                if skip.peek() == Some(&p) {
+                    skip.next();
+                    None
+                } else {
+                    Some(id)
+                }
+            })
+            .collect();
         self.open_batch(description);
-        self.view = View { visible, roles };
+        self.view = View::of(visible, &self.arena);
     }
-}
-
-/// The ids of `visible` but those at `positions` (ascending), over leaf slices (iterating a
-/// persistent vector item by item costs several times more).
-fn kept<'a>(visible: &'a Vector<NodeId>, positions: &'a [usize]) -> impl Iterator<Item = NodeId> + 'a {
-    let mut skip = positions.iter().copied().peekable();
-    visible.leaves().flatten().enumerate().filter_map(move |(p, &id)| {
-        if skip.peek() == Some(&p) {
-            skip.next();
-            None
-        } else {
-            Some(id)
-        }
-    })
 }
 
 #[cfg(test)]
