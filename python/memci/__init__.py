@@ -8,7 +8,7 @@
 See :class:`MessageArray`, the configs of :mod:`memci.ops`, and ``docs/message-array.md``.
 """
 
-from memci import ops
+from memci import formats, ops
 from memci._core import __version__
 from memci.array import MessageArray
 from memci.errors import (
@@ -37,6 +37,7 @@ __all__ = [
     "Stats",
     "ValidationResult",
     "__version__",
+    "formats",
     "ops",
     "sanitize_messages",
     "validate_messages",
