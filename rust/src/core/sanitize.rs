@@ -36,7 +36,7 @@ impl Store {
     pub fn pair_findings(&self) -> Vec<(Finding, Role)> {
         let visible = self.visible();
         let index = self.pairs.indexed(self.arena());
-        pairs::scan(&index.facts(visible.leaves().flatten().copied(), visible.len()))
+        pairs::scan(&index.facts(visible.iter().copied(), visible.len()))
             .iter()
             .map(|r| (Finding::new(r), self.arena().role(visible[r.index])))
             .collect()
@@ -58,8 +58,7 @@ impl Store {
         let mut skip = positions.iter().copied().peekable();
         let visible = self
             .visible()
-            .leaves()
-            .flatten()
+            .iter()
             .enumerate()
             .filter_map(|(p, &id)| {
                 if skip.peek() == Some(&p) {

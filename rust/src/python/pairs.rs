@@ -4,12 +4,12 @@
 //! A finding leaves as `(index, role, code, ids, other)`; `memci.sanitize` turns it into a
 //! `RemovedMessage` with a reason a person can act on.
 
-use imbl::Vector;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::core::arena::NodeId;
+use crate::core::cow_vec::CowVec;
 use crate::core::error::Error;
 use crate::core::pairs::{self, Facts, Kind};
 use crate::core::roles::Role;
@@ -208,7 +208,7 @@ pub fn sanitize_store<'py>(
 #[pyclass(frozen, module = "memci._core", name = "MessageView")]
 pub struct MessageView {
     store: Py<MessageStore>,
-    ids: Vector<NodeId>,
+    ids: CowVec<NodeId>,
 }
 
 #[pymethods]
@@ -219,7 +219,8 @@ impl MessageView {
 
     /// The messages as fresh dicts, in order. O(n).
     fn messages<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let store = self.store.get().read(py);
-        MessageStore::decode(py, &store, self.ids.iter().copied())
+        let shared = self.store.get();
+        let store = shared.read(py);
+        shared.decode(py, &store, self.ids.iter().copied())
     }
 }
