@@ -131,6 +131,38 @@ def conversation(n: int, seed: int = 7) -> list[Message]:
     return list(_cached(n, seed))
 
 
+#: The share of tool-call groups :func:`broken_conversation` damages.
+BROKEN_SHARE = 0.01
+
+
+@lru_cache(maxsize=8)
+def _broken(n: int, seed: int, share: float) -> tuple[Message, ...]:
+    rng = random.Random(seed * 7919 + n)
+    messages = list(_cached(n, seed))
+    groups = [i for i, m in enumerate(messages) if m.get("tool_calls")]
+    chosen = sorted(rng.sample(groups, max(1, round(share * len(groups)))), reverse=True)
+    for k, i in enumerate(chosen):
+        calls = messages[i]["tool_calls"]
+        results = range(i + 1, i + 1 + len(calls))
+        damage = k % 4
+        if damage == 0:  # the last result lost: a partly answered group
+            del messages[results[-1]]
+        elif damage == 1:  # every result lost: an unanswered call (a cut in the middle of a turn)
+            del messages[results.start : results.stop]
+        elif damage == 2:  # a result sent twice
+            messages.insert(results.stop, dict(messages[results.start]))
+        else:  # a result whose call was cut away: an orphan
+            messages.insert(results.stop, {"role": "tool", "tool_call_id": f"lost_{k}", "content": "stale result"})
+    return tuple(messages)
+
+
+def broken_conversation(n: int, seed: int = 7, share: float = BROKEN_SHARE) -> list[Message]:
+    """:func:`conversation` with ``share`` of its tool-call groups damaged, in turn: the last result
+    lost, every result lost, a result sent twice, an orphan result added (so its length is about
+    ``n``). Cached like :func:`conversation`: do not mutate the dicts."""
+    return list(_broken(n, seed, share))
+
+
 def fresh(n: int, seed: int = 7) -> list[Message]:
     """Like :func:`conversation`, but newly generated: no object is shared with any other call."""
     return _generate(n, seed)

@@ -14,7 +14,20 @@ from dataclasses import dataclass
 from typing import Any
 
 SIZE_ORDER = ("1k", "10k", "100k")
-WORKLOAD_ORDER = ("build", "recent_user", "recent_system", "truncate", "filter", "snapshots", "checkpoint")
+WORKLOAD_ORDER = (
+    "build",
+    "recent_user",
+    "recent_system",
+    "truncate",
+    "filter",
+    "snapshots",
+    "checkpoint",
+    "sanitize_array",
+    "validate_array",
+    "validate_array_first",
+    "sanitize_list",
+    "validate_list",
+)
 PEER_ORDER = (
     "python",
     "python-indexed",
@@ -32,6 +45,11 @@ TITLES = {
     "filter": "FILTER roles user+assistant, content_excludes one keyword",
     "snapshots": "100 x (append 1% of n + snapshot), rollback to the 50th",
     "checkpoint": "100 snapshots of an unchanged history, rollback to the 50th",
+    "sanitize_array": "MessageArray.sanitize(), 1% of tool-call groups broken",
+    "validate_array": "MessageArray.validate(), 1% of tool-call groups broken",
+    "validate_array_first": "MessageArray.validate() on a store never scanned before",
+    "sanitize_list": "sanitize_messages(list of dicts), 1% of tool-call groups broken",
+    "validate_list": "validate_messages(list of dicts), 1% of tool-call groups broken",
 }
 
 
@@ -54,6 +72,11 @@ TARGETS = {
     "filter": Target(10, ("python",), None, ">=10x pure Python"),
     "snapshots": Target(100, ("python-deep", "langgraph"), ("100k",), ">=100x deep copy / LangGraph at 100k"),
     "checkpoint": Target(100, ("python", "python-deep"), ("100k",), ">=100x the best peer at 100k"),
+    "sanitize_array": Target(20, ("python",), ("100k",), ">=20x pure Python at 100k"),
+    "validate_array": Target(20, ("python",), ("100k",), ">=20x pure Python at 100k"),
+    "validate_array_first": Target(10, ("python",), ("100k",), ">=10x pure Python at 100k (DESIGN.md)"),
+    "sanitize_list": Target(3, ("python",), ("100k",), ">=3x pure Python at 100k"),
+    "validate_list": Target(3, ("python",), ("100k",), ">=3x pure Python at 100k"),
 }
 NOTES = [
     "Ratios are peer median / memci median: above 1x memci is faster. A target is checked against "
@@ -66,6 +89,9 @@ NOTES = [
     "LangChain's `trim_messages` (the pure-Python slice is O(k) too).",
     "snapshots: the appends (the same for every store) dominate the shallow-copy peer's time; "
     "`checkpoint` isolates the snapshots.",
+    "sanitize/validate: the peer is `benches/pure_sanitize.py` (same rules, same report); "
+    "`validate_array_first` scans a store whose pair index is not built yet; the `_list` entry points "
+    "must look at every dict, which bounds them.",
     "Peers missing from a table were skipped (not installed, or too slow for the run: see benches/conftest.py).",
 ]
 MEMORY_TARGET = 0.6

@@ -9,7 +9,7 @@
 See :class:`MessageArray`, the configs of :mod:`memci.ops`, and ``docs/message-array.md``.
 """
 
-from memci import ops
+from memci import formats, ops
 from memci._core import __version__
 from memci.array import MessageArray
 from memci.errors import (
@@ -21,6 +21,7 @@ from memci.errors import (
     StateError,
 )
 from memci.results import BatchSnapshot, OperationResult, Stats
+from memci.sanitize import RemovedMessage, SanitizeResult, ValidationResult, sanitize_messages, validate_messages
 
 __all__ = [
     "BatchError",
@@ -31,8 +32,14 @@ __all__ = [
     "MessageArray",
     "OperationResult",
     "PositionError",
+    "RemovedMessage",
+    "SanitizeResult",
     "StateError",
     "Stats",
+    "ValidationResult",
     "__version__",
+    "formats",
     "ops",
+    "sanitize_messages",
+    "validate_messages",
 ]

@@ -12,7 +12,7 @@ from typing import Any, final
 
 _Message = dict[str, Any]
 
-__all__ = ["MessageStore", "__version__", "allocated_bytes"]
+__all__ = ["MessageStore", "MessageView", "__version__", "allocated_bytes", "sanitize_store", "scan_list", "scan_store"]
 
 __version__: str
 
@@ -96,3 +96,25 @@ class MessageStore:
 
 def allocated_bytes() -> int:
     """Bytes currently allocated by the Rust core in this process (all stores together)."""
+
+# ---- the pair scan (memci.sanitize) -----------------------------------------------------------------
+# A finding: (index, role, reason code, the ids the reason names, the other position it names).
+_Finding = tuple[int, str, str, list[str], int | None]
+
+@final
+class MessageView:
+    """Stored messages in a fixed order (a store's visible list at one moment), decoded on demand."""
+
+    def __len__(self) -> int: ...
+    def messages(self) -> list[_Message]:
+        """The messages as fresh dicts, in order. O(n)."""
+
+def scan_list(messages: Sequence[_Message]) -> list[_Finding]:
+    """What the sanitizer would remove from a list or tuple of message dicts, in order. O(n)."""
+
+def scan_store(store: MessageStore) -> list[_Finding]:
+    """What the sanitizer would remove from the store's visible messages. O(n), GIL released."""
+
+def sanitize_store(store: MessageStore, description: str) -> tuple[list[_Finding], MessageView]:
+    """Remove what the scan finds as a new batch (none when nothing is found); return the findings
+    and the visible messages after. O(n), GIL released."""

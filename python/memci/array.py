@@ -19,6 +19,7 @@ import numpy.typing as npt
 from memci import _core, ops
 from memci.errors import BatchError, InvalidMessageError, InvalidOperationError
 from memci.results import BatchSnapshot, OperationResult, Stats
+from memci.sanitize import SanitizeResult, ValidationResult, sanitize_store, validate_store
 
 __all__ = ["MessageArray"]
 
@@ -155,6 +156,22 @@ class MessageArray:
                 store.checkpoint(config.describe())
         stats = self.stats()
         return OperationResult(config.name, stats.current_batch_index, stats.current_batch_messages, stats)
+
+    # ---- tool-call hygiene (docs/sanitizer.md) ----------------------------------------------------
+
+    def sanitize(self) -> SanitizeResult:
+        """Remove the visible messages the model APIs would refuse for their tool calls or results
+        (the rules of :func:`memci.sanitize_messages`), read straight from the store with the GIL
+        released. When something is removed, that is a new batch (undo it with ``rollback``);
+        when nothing is, no batch opens, so ``b = arr.batch_index; arr.sanitize(); arr.rollback(b)``
+        always comes back. Indices in the report are positions before the call; its ``messages``
+        are decoded only if read. O(n)."""
+        return sanitize_store(self._store)
+
+    def validate(self) -> ValidationResult:
+        """Check the visible messages' tool calls and results without changing anything:
+        ``valid`` exactly when :meth:`sanitize` would remove nothing. O(n), the GIL released."""
+        return validate_store(self._store)
 
     # ---- the visible messages -------------------------------------------------------------------
 

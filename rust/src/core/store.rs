@@ -13,6 +13,7 @@ use crate::core::arena::{Arena, NodeId};
 use crate::core::cow_vec::CowVec;
 use crate::core::error::{Error, Result};
 use crate::core::message::{self, Facts};
+use crate::core::pair_index::PairCache;
 use crate::core::roles::Role;
 use crate::core::snapshot::{History, View};
 use crate::core::value::{Encoder, ValueRef, for_each_text};
@@ -147,6 +148,8 @@ pub struct Store {
     /// Tags on stored messages; they belong to the message, not the batch.
     pub(crate) marks: BTreeMap<String, HashSet<NodeId>>,
     pub(crate) tool_description: Option<NodeId>,
+    /// The pair facts of stored messages, read on a scan's first meeting with them.
+    pub(crate) pairs: PairCache,
 }
 
 impl Store {
@@ -182,7 +185,7 @@ impl Store {
             .collect()
     }
 
-    fn open_batch(&mut self, description: String) {
+    pub(crate) fn open_batch(&mut self, description: String) {
         self.history.end_batch(self.view.clone(), now(), description);
     }
 

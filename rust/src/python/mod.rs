@@ -4,6 +4,7 @@
 pub mod convert;
 pub mod decoded;
 pub mod errors;
+pub mod pairs;
 pub mod store;
 
 use pyo3::prelude::*;

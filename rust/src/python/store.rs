@@ -17,7 +17,7 @@ use crate::python::decoded::{Decoded, SMALL_READ};
 
 #[pyclass(frozen, module = "memci._core", name = "MessageStore")]
 pub struct MessageStore {
-    inner: RwLock<Store>,
+    pub(crate) inner: RwLock<Store>,
     /// Recently read messages, kept decoded (small reads only).
     decoded: Decoded,
 }
@@ -74,7 +74,7 @@ fn opt_role(name: Option<&str>, what: &str) -> Result<Option<Role>, Error> {
 }
 
 impl MessageStore {
-    fn read(&self, py: Python<'_>) -> RwLockReadGuard<'_, Store> {
+    pub(crate) fn read(&self, py: Python<'_>) -> RwLockReadGuard<'_, Store> {
         self.inner.try_read().unwrap_or_else(|| py.detach(|| self.inner.read()))
     }
 
@@ -92,7 +92,7 @@ impl MessageStore {
     }
 
     /// Decode stored messages into a new list; a small read goes through the decoded cache.
-    fn decode<'py>(
+    pub(crate) fn decode<'py>(
         &self,
         py: Python<'py>,
         store: &Store,
