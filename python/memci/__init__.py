@@ -8,7 +8,7 @@
 See :class:`MessageArray`, the configs of :mod:`memci.ops`, and ``docs/message-array.md``.
 """
 
-from memci import ops
+from memci import ops, tokens
 from memci._core import __version__
 from memci.array import MessageArray
 from memci.errors import (
@@ -34,4 +34,5 @@ __all__ = [
     "Stats",
     "__version__",
     "ops",
+    "tokens",
 ]

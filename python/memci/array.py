@@ -16,7 +16,7 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from memci import _core, ops
+from memci import _core, budget, ops, tokens
 from memci.errors import BatchError, InvalidMessageError, InvalidOperationError
 from memci.results import BatchSnapshot, OperationResult, Stats
 
@@ -274,6 +274,17 @@ class MessageArray:
     def stats(self) -> Stats:
         """Stored and visible counts, the number of batches and the current one, read at once. O(1)."""
         return Stats(*self._store.stats())
+
+    # ---- token budgets (docs/tokens.md) ---------------------------------------------------------
+
+    def token_count(self, encoding: str = tokens.DEFAULT_ENCODING, *, counter: tokens.Counter | None = None) -> int:
+        """The tokens the visible messages cost in a chat request: each message's count plus the
+        reply priming (3, once; 0 when nothing is visible), so it equals
+        ``tokens.count_messages(arr.messages(), encoding)``. Each stored message is counted once
+        per encoding and cached (snapshots and rollback keep the counts): O(1) once counted, O(k)
+        after k appends. With ``counter`` (any callable, see :mod:`memci.tokens`): the sum of
+        ``counter(m)``, O(n) in Python, except :func:`memci.tokens.approximate`, which is cached."""
+        return budget.token_count(self._store, encoding, counter)
 
     # ---- saving and copying ----------------------------------------------------------------------
 

@@ -238,6 +238,7 @@ impl Store {
             history,
             marks,
             tool_description,
+            ..Store::default()
         })
     }
 }

@@ -8,4 +8,6 @@ pub mod message;
 pub mod roles;
 pub mod snapshot;
 pub mod store;
+pub mod token_counts;
+pub mod tokens;
 pub mod value;

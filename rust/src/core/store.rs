@@ -15,6 +15,7 @@ use crate::core::error::{Error, Result};
 use crate::core::message::{self, Facts};
 use crate::core::roles::{Role, items};
 use crate::core::snapshot::{History, View};
+use crate::core::token_counts::TokenCounts;
 use crate::core::value::{Encoder, ValueRef, for_each_text};
 
 /// Below this many visible messages a text scan runs on one core (threads cost more than they save).
@@ -147,6 +148,8 @@ pub struct Store {
     /// Tags on stored messages; they belong to the message, not the batch.
     pub(crate) marks: BTreeMap<String, HashSet<NodeId>>,
     pub(crate) tool_description: Option<NodeId>,
+    /// Each stored message's token count per encoding, counted when first needed.
+    pub(crate) token_counts: TokenCounts,
 }
 
 impl Store {
@@ -231,6 +234,7 @@ impl Store {
         let id = self.store(incoming)[0];
         let old = self.view.visible[pos];
         self.view.visible.set(pos, id);
+        self.view.token_totals.forget();
         self.view
             .roles
             .move_position(pos as u32, self.arena.role(old), self.arena.role(id));

@@ -4,6 +4,7 @@
 pub mod convert;
 pub mod errors;
 pub mod store;
+pub mod tokens;
 
 use pyo3::prelude::*;
 

@@ -384,6 +384,20 @@ impl MessageStore {
         })
     }
 
+    // ---- tokens (see python/tokens.rs) -------------------------------------------------------
+
+    /// The tokens of the visible messages (priming included); O(1) once counted.
+    fn token_count(&self, py: Python<'_>, encoding: &str) -> PyResult<u64> {
+        let e = crate::python::tokens::encoding(encoding)?;
+        Ok(py.detach(|| self.inner.write().token_count(e)))
+    }
+
+    /// The tokens of each visible message, in order.
+    fn message_token_counts(&self, py: Python<'_>, encoding: &str) -> PyResult<Vec<u64>> {
+        let e = crate::python::tokens::encoding(encoding)?;
+        Ok(py.detach(|| self.inner.write().message_token_counts(e)))
+    }
+
     fn copy(&self, py: Python<'_>) -> Self {
         let store = self.read(py);
         Self {
