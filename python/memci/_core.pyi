@@ -7,7 +7,7 @@ batch snapshot carries.
 """
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, final
 
 _Message = dict[str, Any]
@@ -106,6 +106,19 @@ class MessageStore:
         """The tokens of the visible messages, priming included; O(1) once counted."""
     def message_token_counts(self, encoding: str) -> list[int]:
         """The tokens of each visible message, in order (cached per stored message)."""
+    def trim_to_tokens(
+        self,
+        description: str,
+        max_tokens: int,
+        strategy: str,
+        keep_system: bool,
+        start_on: Sequence[str] | None,
+        end_on: Sequence[str] | None,
+        allow_partial: bool,
+        encoding: str,
+        counter: Callable[[_Message], int] | None,
+    ) -> None:
+        """TRIM TO TOKENS: a new batch holding the messages that fit; tool calls stay whole."""
     def copy(self) -> MessageStore:
         """An independent copy of the whole state."""
 

@@ -286,6 +286,42 @@ class MessageArray:
         ``counter(m)``, O(n) in Python, except :func:`memci.tokens.approximate`, which is cached."""
         return budget.token_count(self._store, encoding, counter)
 
+    def trim_to_tokens(
+        self,
+        max_tokens: int,
+        *,
+        strategy: str = "last",
+        keep_system: bool = True,
+        start_on: str | Sequence[str] | None = "user",
+        end_on: str | Sequence[str] | None = None,
+        allow_partial: bool = False,
+        encoding: str = tokens.DEFAULT_ENCODING,
+        counter: tokens.Counter | None = None,
+    ) -> OperationResult:
+        """Keep the last (``strategy="last"``) or first messages that fit ``max_tokens``, as a new
+        batch: LangChain's ``trim_messages`` where they overlap, except that an assistant message
+        that calls tools and its results are kept or dropped together, always. ``keep_system``
+        keeps the leading system/developer messages (whatever they cost); ``start_on`` (last only)
+        and ``end_on`` name the roles the kept messages must start and end on (whole units are
+        dropped until they do); ``allow_partial`` cuts the message at the boundary to its last (or
+        first) lines that fit. With an encoding the result's ``token_count(encoding)`` is at most
+        ``max_tokens`` (unless the system messages alone exceed it); with ``counter`` (any
+        callable) the sum of its counts is. O(k log n) for k messages looked at, once counted;
+        the GIL is released. Semantics: ``docs/tokens.md``."""
+        name = budget.trim_to_tokens(
+            self._store,
+            max_tokens,
+            strategy=strategy,
+            keep_system=keep_system,
+            start_on=start_on,
+            end_on=end_on,
+            allow_partial=allow_partial,
+            encoding=encoding,
+            counter=counter,
+        )
+        stats = self.stats()
+        return OperationResult(name, stats.current_batch_index, stats.current_batch_messages, stats)
+
     # ---- saving and copying ----------------------------------------------------------------------
 
     def to_json(self) -> str:

@@ -10,4 +10,5 @@ pub mod snapshot;
 pub mod store;
 pub mod token_counts;
 pub mod tokens;
+pub mod trim;
 pub mod value;

@@ -5,6 +5,7 @@ pub mod convert;
 pub mod errors;
 pub mod store;
 pub mod tokens;
+pub mod trim;
 
 use pyo3::prelude::*;
 

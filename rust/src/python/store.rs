@@ -71,11 +71,15 @@ fn opt_role(name: Option<&str>, what: &str) -> Result<Option<Role>, Error> {
 }
 
 impl MessageStore {
-    fn read(&self, py: Python<'_>) -> RwLockReadGuard<'_, Store> {
+    pub(crate) fn lock(&self) -> &RwLock<Store> {
+        &self.inner
+    }
+
+    pub(crate) fn read(&self, py: Python<'_>) -> RwLockReadGuard<'_, Store> {
         self.inner.try_read().unwrap_or_else(|| py.detach(|| self.inner.read()))
     }
 
-    fn write(&self, py: Python<'_>) -> RwLockWriteGuard<'_, Store> {
+    pub(crate) fn write(&self, py: Python<'_>) -> RwLockWriteGuard<'_, Store> {
         self.inner
             .try_write()
             .unwrap_or_else(|| py.detach(|| self.inner.write()))
@@ -396,6 +400,38 @@ impl MessageStore {
     fn message_token_counts(&self, py: Python<'_>, encoding: &str) -> PyResult<Vec<u64>> {
         let e = crate::python::tokens::encoding(encoding)?;
         Ok(py.detach(|| self.inner.write().message_token_counts(e)))
+    }
+
+    /// TRIM TO TOKENS: a new batch (see python/trim.rs).
+    #[pyo3(signature = (description, max_tokens, strategy, keep_system, start_on, end_on, allow_partial, encoding, counter))]
+    #[allow(clippy::too_many_arguments, clippy::fn_params_excessive_bools)]
+    fn trim_to_tokens(
+        &self,
+        py: Python<'_>,
+        description: String,
+        max_tokens: &Bound<'_, PyAny>,
+        strategy: &str,
+        keep_system: bool,
+        start_on: Option<Vec<String>>,
+        end_on: Option<Vec<String>>,
+        allow_partial: bool,
+        encoding: &str,
+        counter: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let max_tokens = count(max_tokens, "trim_to_tokens: max_tokens")? as u64;
+        crate::python::trim::trim_to_tokens(
+            self,
+            py,
+            description,
+            max_tokens,
+            strategy,
+            keep_system,
+            start_on,
+            end_on,
+            allow_partial,
+            encoding,
+            counter.as_ref(),
+        )
     }
 
     fn copy(&self, py: Python<'_>) -> Self {
