@@ -20,6 +20,7 @@ from memci.errors import (
     StateError,
 )
 from memci.results import BatchSnapshot, OperationResult, Stats
+from memci.usage import TokenUsage, Usage, UsageRecord
 
 __all__ = [
     "BatchError",
@@ -32,6 +33,9 @@ __all__ = [
     "PositionError",
     "StateError",
     "Stats",
+    "TokenUsage",
+    "Usage",
+    "UsageRecord",
     "__version__",
     "ops",
     "tokens",

@@ -19,6 +19,7 @@ import numpy.typing as npt
 from memci import _core, budget, ops, tokens
 from memci.errors import BatchError, InvalidMessageError, InvalidOperationError
 from memci.results import BatchSnapshot, OperationResult, Stats
+from memci.usage import TokenUsage
 
 __all__ = ["MessageArray"]
 
@@ -37,9 +38,10 @@ class MessageArray:
     atomic with respect to other threads.
     """
 
-    __slots__ = ("__weakref__", "_store")
+    __slots__ = ("__weakref__", "_store", "_usage")
 
     _store: _core.MessageStore
+    _usage: TokenUsage
 
     def __init__(
         self,
@@ -321,6 +323,17 @@ class MessageArray:
         )
         stats = self.stats()
         return OperationResult(name, stats.current_batch_index, stats.current_batch_messages, stats)
+
+    @property
+    def usage(self) -> TokenUsage:
+        """The token usage the model reported for this conversation: ``arr.usage.record(response)``
+        files it under the current batch; ``arr.usage.per_batch()`` and ``.total`` read it back.
+        Kept in memory only (not saved, not copied; a rollback keeps it). See :mod:`memci.usage`."""
+        try:
+            return self._usage
+        except AttributeError:
+            self._usage = TokenUsage(batch=lambda: self._store.batch_index)
+            return self._usage
 
     # ---- saving and copying ----------------------------------------------------------------------
 
