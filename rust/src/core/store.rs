@@ -6,14 +6,14 @@ use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use imbl::Vector;
 use memchr::memmem::Finder;
 use rayon::prelude::*;
 
 use crate::core::arena::{Arena, NodeId};
+use crate::core::cow_vec::CowVec;
 use crate::core::error::{Error, Result};
 use crate::core::message::{self, Facts};
-use crate::core::roles::{Role, items};
+use crate::core::roles::Role;
 use crate::core::snapshot::{History, View};
 use crate::core::token_counts::TokenCounts;
 use crate::core::value::{Encoder, ValueRef, for_each_text};
@@ -173,7 +173,7 @@ impl Store {
         self.tool_description
     }
 
-    fn store(&mut self, incoming: &Incoming) -> Vector<NodeId> {
+    fn store(&mut self, incoming: &Incoming) -> Vec<NodeId> {
         let t = now();
         incoming
             .messages
@@ -217,16 +217,14 @@ impl Store {
         }
         self.open_batch(description);
         let ids = self.store(incoming);
-        let mut visible = self.view.visible.clone();
-        let tail = visible.split_off(position);
-        visible.append(ids);
-        visible.append(tail);
-        self.view = View::of(visible, &self.arena);
+        let mut visible = self.view.visible.to_vec();
+        visible.splice(position..position, ids);
+        self.view = View::of(CowVec::from_slice(&visible), &self.arena);
         Ok(())
     }
 
     /// REPLACE the visible message at `index` (negative counts from the end): new batch.
-    /// The old message stays stored. O(log n).
+    /// The old message stays stored. O(1), or O(n) when the role changes (role index rebuilt).
     pub fn replace(&mut self, index: i64, incoming: &Incoming, description: String) -> Result<()> {
         let pos = self.position(index, "replace")?;
         assert_eq!(incoming.len(), 1, "replace takes one message");
@@ -251,15 +249,9 @@ impl Store {
         let kept = if let Some(role) = cuts.role {
             let positions = self.view.roles.of(role);
             let w = cuts.window(positions.len());
-            positions
-                .iter()
-                .skip(w.start)
-                .take(w.len())
-                .map(|&p| self.view.visible[p as usize])
-                .collect()
+            positions.range(w).map(|p| self.view.visible[p as usize]).collect()
         } else {
-            let w = cuts.window(self.len());
-            self.view.visible.clone().slice(w)
+            self.view.visible.sub(cuts.window(self.len()))
         };
         self.open_batch(description);
         self.view = View::of(kept, &self.arena);
@@ -269,7 +261,7 @@ impl Store {
     /// CLEAR: keep system/developer messages if asked, then re-add the tool description when it
     /// is no longer visible. New batch. O(n).
     pub fn clear(&mut self, keep_system: bool, description: String) {
-        let mut kept: Vector<NodeId> = if keep_system {
+        let mut kept: Vec<NodeId> = if keep_system {
             let mut positions: Vec<u32> = Role::ALL
                 .iter()
                 .filter(|r| r.is_instruction())
@@ -278,35 +270,56 @@ impl Store {
             positions.sort_unstable();
             positions.into_iter().map(|p| self.view.visible[p as usize]).collect()
         } else {
-            Vector::new()
+            Vec::new()
         };
         if let Some(td) = self.tool_description
             && !kept.contains(&td)
         {
-            kept.push_back(td);
+            kept.push(td);
         }
         self.open_batch(description);
-        self.view = View::of(kept, &self.arena);
+        self.view = View::of(CowVec::from_slice(&kept), &self.arena);
     }
 
     /// The visible ids FILTER keeps. O(total text), split across cores for long histories; it
     /// takes no lock of its own, so the binding runs it with the GIL released.
-    pub fn filtered(&self, conditions: &Conditions) -> Vector<NodeId> {
+    ///
+    /// Each keyword is first searched for in the message's stored bytes as they are (one search
+    /// over a contiguous slice, no text extraction); only a message with a match somewhere in its
+    /// bytes (few, for a typical keyword) has its text checked exactly. That shortcut needs every
+    /// match inside a message's text to be a match of its bytes: true for a non-empty keyword
+    /// without `"\n"` (text pieces are stored verbatim and only joined by `"\n"`); other keywords
+    /// take the exact check for every message. Measured at 10k messages: 0.37 ms against 0.54 ms
+    /// for the exact check alone.
+    pub fn filtered(&self, conditions: &Conditions) -> CowVec<NodeId> {
         let contains: Vec<Finder<'_>> = conditions.contains.iter().map(|k| Finder::new(k.as_bytes())).collect();
         let excludes: Vec<Finder<'_>> = conditions.excludes.iter().map(|k| Finder::new(k.as_bytes())).collect();
+        let role_ok = |id: NodeId| conditions.roles.is_empty() || conditions.roles.contains(&self.arena.role(id));
+        let ids = self.view.visible.to_vec();
+        if contains.is_empty() && excludes.is_empty() {
+            return ids.into_iter().filter(|&id| role_ok(id)).collect();
+        }
+        let prefilter = conditions
+            .contains
+            .iter()
+            .chain(&conditions.excludes)
+            .all(|k| !k.is_empty() && !k.contains('\n'));
         let keep = |id: NodeId, text: &mut String| {
-            if !conditions.roles.is_empty() && !conditions.roles.contains(&self.arena.role(id)) {
+            if !role_ok(id) {
                 return false;
             }
-            if contains.is_empty() && excludes.is_empty() {
-                return true;
+            if prefilter {
+                let bytes = self.arena.message(id).bytes();
+                if !contains.iter().chain(&excludes).any(|f| f.find(bytes).is_some()) {
+                    // No keyword anywhere in its bytes: its text contains none of them.
+                    return contains.is_empty();
+                }
             }
             let hay = message_text(self.arena.message(id), text);
             let found = |f: &Finder<'_>| f.find(hay.as_bytes()).is_some();
             (contains.is_empty() || contains.iter().any(found)) && !excludes.iter().any(found)
         };
-        let ids: Vec<NodeId> = self.view.visible.iter().copied().collect();
-        if ids.len() < PARALLEL_FROM || (contains.is_empty() && excludes.is_empty()) {
+        if ids.len() < PARALLEL_FROM {
             let mut text = String::new();
             return ids.into_iter().filter(|&id| keep(id, &mut text)).collect();
         }
@@ -356,9 +369,9 @@ impl Store {
             .iter()
             .take_while(|&&v| self.arena.role(v).is_instruction())
             .count();
-        let mut visible = self.view.visible.clone();
+        let mut visible = self.view.visible.to_vec();
         visible.insert(at, id);
-        self.view = View::of(visible, &self.arena);
+        self.view = View::of(CowVec::from_slice(&visible), &self.arena);
         self.tool_description = Some(id);
     }
 
@@ -376,7 +389,7 @@ impl Store {
         Ok(self.view.visible[self.position(index, "get")?])
     }
 
-    pub fn visible(&self) -> &Vector<NodeId> {
+    pub fn visible(&self) -> &CowVec<NodeId> {
         &self.view.visible
     }
 
@@ -409,7 +422,7 @@ impl Store {
     pub fn recent(&self, n: usize, roles: &[Role]) -> Vec<NodeId> {
         if roles.is_empty() {
             let len = self.len();
-            return items(&self.view.visible, len.saturating_sub(n)..len).collect();
+            return self.view.visible.range(len.saturating_sub(n)..len).collect();
         }
         self.ids_at(&self.view.roles.last_of(roles, n))
     }
@@ -419,7 +432,8 @@ impl Store {
         let positions = self.view.roles.of(role);
         let end = end.min(positions.len());
         let start = start.min(end);
-        items(positions, start..end)
+        positions
+            .range(start..end)
             .map(|p| self.view.visible[p as usize])
             .collect()
     }
@@ -451,7 +465,7 @@ impl Store {
 
     /// The state of batch `b`: (visible ids, timestamp, description); the current batch has no
     /// description and the current time.
-    pub fn snapshot(&self, b: usize) -> Result<(Vector<NodeId>, f64, Option<String>)> {
+    pub fn snapshot(&self, b: usize) -> Result<(CowVec<NodeId>, f64, Option<String>)> {
         let current = self.batch_index();
         if b > current {
             return Err(Error::Batch(format!(
@@ -623,6 +637,58 @@ mod tests {
         assert_eq!(store.by_role(Role::User).len(), 1);
         assert_eq!(store.recent(1, &[Role::Assistant]), [3]);
         assert_eq!(store.arena().len(), 4);
+    }
+
+    /// FILTER through the byte-search shortcut agrees with the exact per-message check, on the
+    /// cases that could fool it (matches in keys and roles, newlines, empty keywords).
+    #[test]
+    fn filter_by_byte_scan_agrees_with_the_exact_check() {
+        let texts = [
+            "ab", "ba", "xaab", "content", "user", "a\nb", "", "aaa", "b", "tail-a", "a", "abab",
+        ];
+        let msgs: Vec<(&str, &str)> = texts.iter().map(|t| ("user", *t)).collect();
+        let mut store = Store::default();
+        store.append(&incoming(&msgs));
+        let exact = |store: &Store, contains: &[&str], excludes: &[&str]| -> Vec<String> {
+            store
+                .visible()
+                .iter()
+                .filter_map(|&id| {
+                    let text = store.arena().message(id).field("content")?.as_str()?;
+                    let any = contains.is_empty() || contains.iter().any(|k| text.contains(k));
+                    (any && !excludes.iter().any(|k| text.contains(k))).then(|| text.to_owned())
+                })
+                .collect()
+        };
+        let keywords = ["ab", "a", "aa", "content", "user", "a\nb", "", "ba", "b", "zz", "role"];
+        for k in keywords {
+            for (contains, excludes) in [(vec![k], vec![]), (vec![], vec![k]), (vec!["a", k], vec!["b"])] {
+                let conditions = Conditions {
+                    contains: contains.iter().map(|s| (*s).to_owned()).collect(),
+                    excludes: excludes.iter().map(|s| (*s).to_owned()).collect(),
+                    ..Conditions::default()
+                };
+                let got: Vec<String> = store
+                    .filtered(&conditions)
+                    .iter()
+                    .map(|&id| {
+                        store
+                            .arena()
+                            .message(id)
+                            .field("content")
+                            .unwrap()
+                            .as_str()
+                            .unwrap()
+                            .to_owned()
+                    })
+                    .collect();
+                assert_eq!(
+                    got,
+                    exact(&store, &contains, &excludes),
+                    "contains {contains:?} excludes {excludes:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -3,11 +3,10 @@
 //! running total, so that `token_count()` is O(1) once counted and a budget check never
 //! re-tokenizes. Counts are keyed by node id, so they survive snapshots and rollback untouched.
 
-use imbl::Vector;
 use rayon::prelude::*;
 
 use crate::core::arena::{Arena, NodeId};
-use crate::core::roles::items;
+use crate::core::cow_vec::CowVec;
 use crate::core::store::Store;
 use crate::core::tokens::Encoding;
 
@@ -93,7 +92,7 @@ impl Store {
         let (counted, mut total) = self.view.token_totals.totals[encoding.index()].unwrap_or((0, 0));
         let counted = counted.min(len);
         if counted < len {
-            let ids: Vec<NodeId> = items(&self.view.visible, counted..len).collect();
+            let ids: Vec<NodeId> = self.view.visible.range(counted..len).collect();
             self.token_counts.fill(&self.arena, encoding, ids.iter().copied());
             total += ids
                 .iter()
@@ -116,7 +115,7 @@ impl Store {
     }
 
     /// Make sure every one of `ids` is counted (on all cores when there are many).
-    pub fn count_ids(&mut self, encoding: Encoding, ids: &Vector<NodeId>) {
+    pub fn count_ids(&mut self, encoding: Encoding, ids: &CowVec<NodeId>) {
         self.token_counts.fill(&self.arena, encoding, ids.iter().copied());
     }
 }

@@ -9,10 +9,9 @@
 use std::convert::Infallible;
 use std::ops::Range;
 
-use imbl::Vector;
-
 use crate::core::arena::{Arena, NodeId};
-use crate::core::roles::{Role, items};
+use crate::core::cow_vec::CowVec;
+use crate::core::roles::Role;
 use crate::core::snapshot::View;
 use crate::core::store::Store;
 use crate::core::tokens::Encoding;
@@ -125,7 +124,7 @@ fn kind(arena: &Arena, id: NodeId) -> Kind {
 
 /// The visible list a trim reads: ids, roles and kinds by position.
 struct Messages<'a> {
-    visible: &'a Vector<NodeId>,
+    visible: &'a CowVec<NodeId>,
     arena: &'a Arena,
 }
 
@@ -176,7 +175,7 @@ impl Messages<'_> {
 /// Plan a trim of `visible`; `count(pos)` is the token count of the message at `pos` (called
 /// only for the messages the plan looks at: O(k) for k kept, plus the dropped end).
 pub fn select(
-    visible: &Vector<NodeId>,
+    visible: &CowVec<NodeId>,
     arena: &Arena,
     budget: &Budget,
     count: &mut dyn FnMut(usize) -> u64,
@@ -232,7 +231,7 @@ pub fn select(
 /// The result of a plan, in order, after the role rules: `Last` drops whole units from the old
 /// end of the tail until it starts on `start_on`; `First` drops them from the end of the head
 /// until it ends on `end_on`. `cut` says the candidate was cut to fit and is part of the result.
-pub fn finish(selection: &Selection, cut: bool, visible: &Vector<NodeId>, arena: &Arena, budget: &Budget) -> Vec<Slot> {
+pub fn finish(selection: &Selection, cut: bool, visible: &CowVec<NodeId>, arena: &Arena, budget: &Budget) -> Vec<Slot> {
     let m = Messages { visible, arena };
     let mut taken: Vec<Slot> = selection.kept.iter().cloned().map(Slot::Keep).collect();
     if cut {
@@ -408,7 +407,7 @@ impl Store {
                 Strategy::Last => (pos + 1).saturating_sub(window)..pos + 1,
                 Strategy::First => pos..(pos + window).min(len),
             };
-            counts.fill(arena, encoding, items(&visible, ahead));
+            counts.fill(arena, encoding, visible.range(ahead));
             window = (window * 2).min(PREFETCH_MAX);
             counts.count(arena, encoding, id)
         });
@@ -428,36 +427,36 @@ impl Store {
     /// stored as a new message in place of its original. O(k log n).
     pub fn apply_trim(
         &mut self,
-        planned: &Vector<NodeId>,
+        planned: &CowVec<NodeId>,
         selection: &Selection,
         cut: Option<Vec<u8>>,
         budget: &Budget,
         description: String,
     ) -> bool {
-        // Equal ids mean an equal plan (stored messages never change). An unchanged list is the
-        // same tree (O(1)); small lists are stored inline, where only comparing the ids can tell.
+        // Equal ids mean an equal plan (stored messages never change): an unchanged list shares
+        // its chunks (O(1)); a list rebuilt with the same ids is compared item by item.
         if !self.view.visible.ptr_eq(planned) && self.view.visible != *planned {
             return false;
         }
         let slots = finish(selection, cut.is_some(), planned, &self.arena, budget);
-        let mut kept: Vector<NodeId> = Vector::new();
+        let mut kept: Vec<NodeId> = Vec::new();
         for slot in slots {
             match slot {
-                Slot::Keep(range) => kept.append(planned.clone().slice(range)),
+                Slot::Keep(range) => kept.extend(planned.range(range)),
                 Slot::Cut => {
                     if let (Some(bytes), Some((pos, _))) = (&cut, selection.candidate) {
                         let original = planned[pos];
                         let id = self
                             .arena
                             .push(bytes, self.arena.role(original), self.arena.timestamp(original));
-                        kept.push_back(id);
+                        kept.push(id);
                     }
                 }
             }
         }
         self.history
             .end_batch(self.view.clone(), crate::core::store::now(), description);
-        self.view = View::of(kept, &self.arena);
+        self.view = View::of(CowVec::from_slice(&kept), &self.arena);
         true
     }
 }
