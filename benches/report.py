@@ -15,6 +15,7 @@ from typing import Any
 
 SIZE_ORDER = ("1k", "10k", "100k")
 WORKLOAD_ORDER = ("build", "recent_user", "recent_system", "truncate", "filter", "snapshots", "checkpoint")
+WORKLOAD_ORDER += ("count", "count_batch", "trim_approx", "trim_exact")
 PEER_ORDER = (
     "python",
     "python-indexed",
@@ -23,6 +24,9 @@ PEER_ORDER = (
     "langchain-convert",
     "llamaindex",
     "langgraph",
+    "memci-cold",
+    "tiktoken",
+    "tiktoken-batch",
 )
 TITLES = {
     "build": "Build a history, one append at a time",
@@ -32,6 +36,10 @@ TITLES = {
     "filter": "FILTER roles user+assistant, content_excludes one keyword",
     "snapshots": "100 x (append 1% of n + snapshot), rollback to the 50th",
     "checkpoint": "100 snapshots of an unchanged history, rollback to the 50th",
+    "count": "o200k_base token count of every text, one call per text",
+    "count_batch": "o200k_base token count of every text, one batch call",
+    "trim_approx": "trim to 20% of the tokens, approximate counter (system kept, start on user)",
+    "trim_exact": "trim to 20% of the tokens, exact o200k_base counter (system kept, start on user)",
 }
 
 
@@ -54,6 +62,10 @@ TARGETS = {
     "filter": Target(10, ("python",), None, ">=10x pure Python"),
     "snapshots": Target(100, ("python-deep", "langgraph"), ("100k",), ">=100x deep copy / LangGraph at 100k"),
     "checkpoint": Target(100, ("python", "python-deep"), ("100k",), ">=100x the best peer at 100k"),
+    "count": Target(1, ("tiktoken",), None, ">=1x tiktoken on one core"),
+    "count_batch": Target(2, ("tiktoken",), None, ">=2x tiktoken's one-core loop (2 cores)"),
+    "trim_approx": Target(50, ("langchain",), ("100k",), ">=50x LangChain trim_messages at 100k"),
+    "trim_exact": Target(50, ("langchain",), ("100k",), ">=50x LangChain trim_messages at 100k"),
 }
 NOTES = [
     "Ratios are peer median / memci median: above 1x memci is faster. A target is checked against "
@@ -66,6 +78,8 @@ NOTES = [
     "LangChain's `trim_messages` (the pure-Python slice is O(k) too).",
     "snapshots: the appends (the same for every store) dominate the shallow-copy peer's time; "
     "`checkpoint` isolates the snapshots.",
+    "trim_*: `memci` reuses the counts cached by earlier rounds (the agent-loop case); `memci-cold` "
+    "counts in the round, on a new array each time.",
     "Peers missing from a table were skipped (not installed, or too slow for the run: see benches/conftest.py).",
 ]
 MEMORY_TARGET = 0.6
