@@ -27,6 +27,10 @@ WORKLOAD_ORDER = (
     "validate_array_first",
     "sanitize_list",
     "validate_list",
+    "count",
+    "count_batch",
+    "trim_approx",
+    "trim_exact",
 )
 PEER_ORDER = (
     "python",
@@ -36,6 +40,9 @@ PEER_ORDER = (
     "langchain-convert",
     "llamaindex",
     "langgraph",
+    "memci-cold",
+    "tiktoken",
+    "tiktoken-batch",
 )
 TITLES = {
     "build": "Build a history, one append at a time",
@@ -50,6 +57,10 @@ TITLES = {
     "validate_array_first": "MessageArray.validate() on a store never scanned before",
     "sanitize_list": "sanitize_messages(list of dicts), 1% of tool-call groups broken",
     "validate_list": "validate_messages(list of dicts), 1% of tool-call groups broken",
+    "count": "o200k_base token count of every text, one call per text",
+    "count_batch": "o200k_base token count of every text, one batch call",
+    "trim_approx": "trim to 20% of the tokens, approximate counter (system kept, start on user)",
+    "trim_exact": "trim to 20% of the tokens, exact o200k_base counter (system kept, start on user)",
 }
 
 
@@ -77,6 +88,10 @@ TARGETS = {
     "validate_array_first": Target(10, ("python",), ("100k",), ">=10x pure Python at 100k (DESIGN.md)"),
     "sanitize_list": Target(3, ("python",), ("100k",), ">=3x pure Python at 100k"),
     "validate_list": Target(3, ("python",), ("100k",), ">=3x pure Python at 100k"),
+    "count": Target(1, ("tiktoken",), None, ">=1x tiktoken on one core"),
+    "count_batch": Target(2, ("tiktoken",), None, ">=2x tiktoken's one-core loop (2 cores)"),
+    "trim_approx": Target(50, ("langchain",), ("100k",), ">=50x LangChain trim_messages at 100k"),
+    "trim_exact": Target(50, ("langchain",), ("100k",), ">=50x LangChain trim_messages at 100k"),
 }
 NOTES = [
     "Ratios are peer median / memci median: above 1x memci is faster. A target is checked against "
@@ -92,6 +107,8 @@ NOTES = [
     "sanitize/validate: the peer is `benches/pure_sanitize.py` (same rules, same report); "
     "`validate_array_first` scans a store whose pair index is not built yet; the `_list` entry points "
     "must look at every dict, which bounds them.",
+    "trim_*: `memci` reuses the counts cached by earlier rounds (the agent-loop case); `memci-cold` "
+    "counts in the round, on a new array each time.",
     "Peers missing from a table were skipped (not installed, or too slow for the run: see benches/conftest.py).",
 ]
 MEMORY_TARGET = 0.6

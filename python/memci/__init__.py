@@ -9,7 +9,7 @@
 See :class:`MessageArray`, the configs of :mod:`memci.ops`, and ``docs/message-array.md``.
 """
 
-from memci import formats, ops
+from memci import formats, ops, tokens
 from memci._core import __version__
 from memci.array import MessageArray
 from memci.errors import (
@@ -22,6 +22,7 @@ from memci.errors import (
 )
 from memci.results import BatchSnapshot, OperationResult, Stats
 from memci.sanitize import RemovedMessage, SanitizeResult, ValidationResult, sanitize_messages, validate_messages
+from memci.usage import TokenUsage, Usage, UsageRecord
 
 __all__ = [
     "BatchError",
@@ -36,10 +37,14 @@ __all__ = [
     "SanitizeResult",
     "StateError",
     "Stats",
+    "TokenUsage",
+    "Usage",
+    "UsageRecord",
     "ValidationResult",
     "__version__",
     "formats",
     "ops",
     "sanitize_messages",
+    "tokens",
     "validate_messages",
 ]

@@ -12,4 +12,7 @@ pub mod roles;
 pub mod sanitize;
 pub mod snapshot;
 pub mod store;
+pub mod token_counts;
+pub mod tokens;
+pub mod trim;
 pub mod value;

@@ -6,6 +6,8 @@ pub mod decoded;
 pub mod errors;
 pub mod pairs;
 pub mod store;
+pub mod tokens;
+pub mod trim;
 
 use pyo3::prelude::*;
 
