@@ -18,20 +18,27 @@ from memci.errors import (
     MemciError,
     PositionError,
     StateError,
+    StorageError,
 )
 from memci.results import BatchSnapshot, OperationResult, Stats
+from memci.storage import DirectoryStorage, MemoryStorage, SqliteStorage, Storage
 
 __all__ = [
     "BatchError",
     "BatchSnapshot",
+    "DirectoryStorage",
     "InvalidMessageError",
     "InvalidOperationError",
     "MemciError",
+    "MemoryStorage",
     "MessageArray",
     "OperationResult",
     "PositionError",
+    "SqliteStorage",
     "StateError",
     "Stats",
+    "Storage",
+    "StorageError",
     "__version__",
     "ops",
 ]
