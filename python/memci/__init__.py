@@ -21,6 +21,7 @@ from memci.errors import (
     StorageError,
 )
 from memci.results import BatchSnapshot, OperationResult, Stats
+from memci.search import PageSearch, SearchHit
 from memci.storage import DirectoryStorage, MemoryStorage, SqliteStorage, Storage
 
 __all__ = [
@@ -33,7 +34,9 @@ __all__ = [
     "MemoryStorage",
     "MessageArray",
     "OperationResult",
+    "PageSearch",
     "PositionError",
+    "SearchHit",
     "SqliteStorage",
     "StateError",
     "Stats",

@@ -12,7 +12,7 @@ from typing import Any, final
 
 _Message = dict[str, Any]
 
-__all__ = ["MessageStore", "__version__", "allocated_bytes"]
+__all__ = ["MessageStore", "SearchIndex", "__version__", "allocated_bytes"]
 
 __version__: str
 
@@ -96,3 +96,18 @@ class MessageStore:
 
 def allocated_bytes() -> int:
     """Bytes currently allocated by the Rust core in this process (all stores together)."""
+
+@final
+class SearchIndex:
+    """BM25 over page texts (an inverted index); the GIL is released while it works."""
+
+    def __new__(cls, snippet_chars: int = 160) -> SearchIndex: ...
+    @property
+    def snippet_chars(self) -> int: ...
+    def __len__(self) -> int: ...
+    def add(self, page: int, text: str) -> None:
+        """Index text as page (>= 0), replacing what that page held. O(tokens)."""
+    def add_many(self, items: Sequence[tuple[int, str]]) -> None:
+        """add() for each item, in order; tokenizes in parallel."""
+    def search(self, query: str, k: int) -> list[tuple[int, float, str]]:
+        """(page, score, snippet) of the k best pages, best first; ties to the lower page."""

@@ -16,6 +16,9 @@ mod _core {
     #[pymodule_export]
     use crate::python::allocated_bytes;
 
+    #[pymodule_export]
+    use crate::python::search::SearchIndex;
+
     #[pymodule_init]
     fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
         use pyo3::types::PyModuleMethods;

@@ -6,6 +6,8 @@ pub mod error;
 pub mod json;
 pub mod message;
 pub mod roles;
+pub mod search;
 pub mod snapshot;
 pub mod store;
+pub mod tokenizer;
 pub mod value;

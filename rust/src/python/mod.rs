@@ -3,6 +3,7 @@
 
 pub mod convert;
 pub mod errors;
+pub mod search;
 pub mod store;
 
 use pyo3::prelude::*;
