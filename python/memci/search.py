@@ -22,7 +22,7 @@ from typing import Any
 from memci import _core
 from memci.errors import InvalidOperationError
 
-__all__ = ["PageSearch", "SearchHit", "page_text"]
+__all__ = ["PageSearch", "SearchHit", "message_text", "page_text"]
 
 _MAX_INDEX = 2**64 - 1
 
@@ -118,17 +118,20 @@ def _content_text(content: Any) -> str:
     return ""
 
 
+def message_text(message: Mapping[str, Any]) -> str:
+    """A message's searchable text: its string content, or the text of its blocks (text, tool
+    results, tool-use inputs), then each tool call's name and arguments, one per line."""
+    parts = [_content_text(message.get("content"))]
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if isinstance(function, Mapping):
+            parts.append(f"{function.get('name', '')}({function.get('arguments', '')})")
+    return "\n".join(p for p in parts if p)
+
+
 def page_text(page: Mapping[str, Any]) -> str:
-    """The searchable text of a stored page: its summary, then each message's text (string
-    content, text blocks, tool results, tool-use inputs) and its tool calls' names and arguments,
-    one per line."""
+    """The searchable text of a stored page: its summary, then :func:`message_text` of each
+    message, one per line."""
     parts = [str(page.get("summary") or "")]
-    for message in page.get("messages") or ():
-        if not isinstance(message, Mapping):
-            continue
-        parts.append(_content_text(message.get("content")))
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") if isinstance(call, Mapping) else None
-            if isinstance(function, Mapping):
-                parts.append(f"{function.get('name', '')} {function.get('arguments', '')}")
+    parts += [message_text(m) for m in page.get("messages") or () if isinstance(m, Mapping)]
     return "\n".join(p for p in parts if p)
