@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from factories import contents, developer, dialogue, numbered, system, user
-from memci import InvalidMessageError, InvalidOperationError, MessageArray, OperationResult, ops
+from memci import BatchError, InvalidMessageError, InvalidOperationError, MessageArray, OperationResult, ops
 
 
 @pytest.fixture
@@ -160,7 +160,9 @@ def test_a_config_names_the_operation_and_the_field_it_refuses() -> None:
         ops.Insert(True, [])
     with pytest.raises(InvalidOperationError, match=r"^replace: index must be an int, got '1'$"):
         ops.Replace("1", user())  # type: ignore[arg-type]
-    with pytest.raises(InvalidOperationError, match=r"^rollback: batch_index"):
+    with pytest.raises(InvalidOperationError, match=r"^rollback: batch_index must be an int"):
+        ops.Rollback("0")  # type: ignore[arg-type]
+    with pytest.raises(BatchError, match=r"^rollback: batch -1 does not exist"):
         ops.Rollback(-1)
     with pytest.raises(InvalidOperationError, match=r"^filter: roles\[1\]: unknown role 'bot'"):
         ops.Filter(roles=["user", "bot"])

@@ -166,6 +166,36 @@ def test_changing_a_returned_dict_changes_nothing_stored() -> None:
     assert arr[0] == user("x", metadata={"tags": ["a"]})
 
 
+def test_reading_the_same_message_again_after_changing_it_gives_the_stored_one() -> None:
+    # Small reads go through a cache of decoded messages: what it hands out must be a fresh copy,
+    # nested lists and dicts included, however often the same message is read.
+    tool_call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    stored = [user("q", metadata={"tags": ["a"]}), assistant(None, tool_calls=[tool_call])]
+    arr = MessageArray(stored)
+    for _ in range(3):
+        for got in (arr[0], arr.recent(1, role="user")[0], arr[:1][0]):
+            got["content"] = "changed"
+            got["metadata"]["tags"].append("b")
+        for got in (arr[1], arr.recent(1, role="assistant")[0], arr.recent(2)[1]):
+            got["tool_calls"][0]["function"]["name"] = "g"
+            got["tool_calls"].append({})
+    assert arr.messages() == stored
+    assert arr.recent(2) == stored
+    assert arr[0]["metadata"] is not arr[0]["metadata"]
+    assert arr[1]["tool_calls"][0] is not arr[1]["tool_calls"][0]
+
+
+def test_many_distinct_small_reads_stay_exact() -> None:
+    # More distinct messages than the decoded cache keeps, read in small and large reads mixed.
+    stored = [user(f"m{i}", n=i) if i % 2 else assistant(f"a{i}", parts=[i, {"k": i}]) for i in range(300)]
+    arr = MessageArray(stored)
+    for i in range(0, 300, 7):
+        assert arr[i] == stored[i]
+        assert arr.recent(3) == stored[-3:]
+        assert arr[i : i + 5] == stored[i : i + 5]
+    assert arr.messages() == stored
+
+
 def test_each_read_returns_a_fresh_dict() -> None:
     arr = MessageArray([user()])
     assert arr[0] is not arr[0]

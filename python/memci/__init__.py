@@ -2,8 +2,9 @@
 
 >>> import memci
 >>> arr = memci.MessageArray([{"role": "system", "content": "You are terse."}])
->>> arr.append({"role": "user", "content": "hi"}).message_count
-2
+>>> arr.append({"role": "user", "content": "hi"})
+>>> arr.recent(1, role="user")
+[{'role': 'user', 'content': 'hi'}]
 
 See :class:`MessageArray`, the configs of :mod:`memci.ops`, and ``docs/message-array.md``.
 """

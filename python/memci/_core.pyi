@@ -61,7 +61,7 @@ class MessageStore:
     # ---- reads --------------------------------------------------------------------------------
     def tool_description(self) -> _Message | None: ...
     def get(self, index: int) -> _Message:
-        """The visible message at index (negative counts from the end). O(log n)."""
+        """The visible message at index (negative counts from the end). O(1)."""
     def slice(self, key: builtins.slice) -> list[_Message]:
         """``arr[a:b:c]`` with Python's slice rules, atomic. O(k log n)."""
     def take(self, positions: Sequence[int]) -> list[_Message]:
@@ -70,8 +70,8 @@ class MessageStore:
     def all_messages(self) -> list[_Message]:
         """Every message ever stored, in insertion order."""
     def by_role(self, role: str) -> list[_Message]: ...
-    def recent(self, n: int, roles: Sequence[str] | None) -> list[_Message]:
-        """The last n visible messages (of the given roles), oldest first. O(n log N)."""
+    def recent(self, n: int, roles: str | Sequence[str] | None) -> list[_Message]:
+        """The last n visible messages (of one role, or of the given roles), oldest first. O(n log N)."""
     def role_range(self, role: str, key: builtins.slice) -> list[_Message]:
         """``by_role(role)[key]`` (a step-1 slice), atomic. O(k log n)."""
     def count(self, role: str | None) -> int: ...

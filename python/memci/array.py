@@ -86,7 +86,7 @@ class MessageArray:
     def replace(self, index: int, message: Message) -> OperationResult:
         """REPLACE the visible message at ``index`` (negative from the end) with a newly stored one;
         the old one stays in :meth:`all_messages` with its marks (the new one has none). New batch.
-        O(log n)."""
+        O(1) for a message of the same role, O(n) when the role changes (the role index is rebuilt)."""
         return self.execute(ops.Replace(index, message))
 
     def truncate(
@@ -175,7 +175,7 @@ class MessageArray:
     @overload
     def __getitem__(self, key: slice) -> list[Message]: ...
     def __getitem__(self, key: int | slice) -> Message | list[Message]:
-        """``arr[i]`` (negative from the end; ``PositionError`` out of range), O(log n);
+        """``arr[i]`` (negative from the end; ``PositionError`` out of range), O(1);
         ``arr[a:b:c]``, a list with Python's slice rules, read at once, O(k log n)."""
         if not isinstance(key, slice):
             return self._store.get(ops.check_index("getitem", "index", key))
@@ -211,6 +211,9 @@ class MessageArray:
     def recent(self, n: int, role: str | None = None, roles: Iterable[str] | None = None) -> list[Message]:
         """The last ``n`` visible messages, of ``role`` or of any of ``roles`` (not both; an empty
         ``roles`` is not given), oldest first. O(n log N) through the role index."""
+        if roles is None and type(n) is int and n >= 0 and (role is None or type(role) is str):
+            # The hot path of an agent loop: the core checks the role name itself.
+            return self._store.recent(n, role)
         count = ops.check_count("recent", "n", n)
         if role is not None and roles is not None:
             raise InvalidOperationError("recent: give role or roles, not both")
@@ -245,7 +248,7 @@ class MessageArray:
 
     def mark(self, index: int, tag: str) -> None:
         """Tag the message at visible ``index``. The tag belongs to the stored message, so it
-        survives rollback; a replacement does not inherit it. O(log n)."""
+        survives rollback; a replacement does not inherit it. O(1)."""
         if not isinstance(tag, str):
             raise InvalidOperationError(f"mark: tag must be a str, got {tag!r}")
         self._store.mark(ops.check_index("mark", "index", index), str.__str__(tag))

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, NoReturn, SupportsIndex, TypeAlias
 
-from memci.errors import InvalidMessageError, InvalidOperationError
+from memci.errors import BatchError, InvalidMessageError, InvalidOperationError
 
 __all__ = [
     "ROLES",
@@ -57,6 +57,10 @@ def _fail(op: str, text: str) -> NoReturn:
 
 
 def _as_int(value: object) -> int | None:
+    # The common case first: an isinstance check against the runtime-checkable SupportsIndex
+    # protocol costs microseconds (measured: it made arr[-1] 30x slower than the lookup itself).
+    if type(value) is int:
+        return value
     # Anything with __index__ (numpy integers, IntEnum) but bool, which is not a count here.
     if isinstance(value, bool) or not isinstance(value, SupportsIndex):
         return None
@@ -88,6 +92,8 @@ def _optional_count(op: str, field: str, value: object) -> int | None:
 
 def check_role(op: str, field: str, value: object) -> str:
     """``value`` as one of :data:`ROLES`, as a plain ``str`` (a ``StrEnum`` is accepted)."""
+    if type(value) is str and value in ROLES:
+        return value
     if not isinstance(value, str):
         _fail(op, f"{field} must be a str, got {value!r}")
     role = str.__str__(value)
@@ -287,7 +293,11 @@ class Rollback:
     batch_index: int
 
     def __post_init__(self) -> None:
-        _set(self, "batch_index", check_count(self.name, "batch_index", self.batch_index))
+        index = check_index(self.name, "batch_index", self.batch_index)
+        if index < 0:
+            # A batch that cannot exist, like snapshot(-1): the same error as one past the end.
+            raise BatchError(f"rollback: batch {index} does not exist (batch indices are >= 0)")
+        _set(self, "batch_index", index)
 
     def describe(self) -> str:
         return _describe(self.name, batch_index=self.batch_index)

@@ -5,10 +5,10 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 
-use imbl::Vector;
 use serde_json::{Map, Number, Value as Json};
 
 use crate::core::arena::{Arena, NodeId};
+use crate::core::cow_vec::CowVec;
 use crate::core::error::{Error, Result};
 use crate::core::message;
 use crate::core::snapshot::{History, Snapshot, View};
@@ -225,7 +225,10 @@ impl Store {
             .and_then(Json::as_object)
             .ok_or_else(|| state("\"marks\" must be an object"))?;
         for (tag, list) in mark_map {
-            let set: HashSet<NodeId> = ids(Some(list), n, &format!("marks[{tag:?}]"))?.into_iter().collect();
+            let set: HashSet<NodeId> = ids(Some(list), n, &format!("marks[{tag:?}]"))?
+                .iter()
+                .copied()
+                .collect();
             marks.insert(tag.clone(), set);
         }
         let tool_description = match root.get("tool_description") {
@@ -262,12 +265,12 @@ fn id(v: &Json, n: usize, place: &str) -> Result<NodeId> {
 }
 
 /// A list of distinct stored-message ids (a message is never shown twice).
-fn ids(v: Option<&Json>, n: usize, place: &str) -> Result<Vector<NodeId>> {
+fn ids(v: Option<&Json>, n: usize, place: &str) -> Result<CowVec<NodeId>> {
     let list = v
         .and_then(Json::as_array)
         .ok_or_else(|| state(format!("{place} must be an array")))?;
     let mut seen = HashSet::with_capacity(list.len());
-    let mut out = Vector::new();
+    let mut out = CowVec::new();
     for (i, v) in list.iter().enumerate() {
         let id = id(v, n, &format!("{place}[{i}]"))?;
         if !seen.insert(id) {

@@ -2,6 +2,7 @@
 //! without the GIL.
 
 pub mod arena;
+pub mod cow_vec;
 pub mod error;
 pub mod json;
 pub mod message;

@@ -1,14 +1,6 @@
 //! The five chat roles and the per-role position index over the visible messages.
 
-use std::ops::Range;
-
-use imbl::Vector;
-
-/// The items `range` of a persistent vector, without walking the ones before it (an iterator's
-/// `skip` would, making "the last 3" O(n)). O(log n + k).
-pub fn items<T: Clone>(v: &Vector<T>, range: Range<usize>) -> impl Iterator<Item = T> + '_ {
-    v.focus().narrow(range).into_iter().cloned()
-}
+use crate::core::cow_vec::CowVec;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -51,23 +43,25 @@ impl Role {
 }
 
 /// For each role, the ascending positions (in the visible list) of the messages of that role.
-/// Persistent vectors: cloning is O(1) and shares structure, so batch snapshots carry it for free.
+/// Copy-on-write vectors: cloning is O(1) and shares chunks, so batch snapshots carry it for free.
 #[derive(Clone, Default, Debug)]
 pub struct RoleIndex {
-    positions: [Vector<u32>; 5],
+    positions: [CowVec<u32>; 5],
 }
 
 impl RoleIndex {
     /// Built from the roles of the visible messages, in order. O(n).
     pub fn from_roles(roles: impl Iterator<Item = Role>) -> Self {
-        let mut index = Self::default();
+        let mut positions: [Vec<u32>; 5] = Default::default();
         for (pos, role) in roles.enumerate() {
-            index.positions[role as usize].push_back(pos as u32);
+            positions[role as usize].push(pos as u32);
         }
-        index
+        Self {
+            positions: positions.map(|p| CowVec::from_slice(&p)),
+        }
     }
 
-    pub fn of(&self, role: Role) -> &Vector<u32> {
+    pub fn of(&self, role: Role) -> &CowVec<u32> {
         &self.positions[role as usize]
     }
 
@@ -76,7 +70,8 @@ impl RoleIndex {
         self.positions[role as usize].push_back(pos);
     }
 
-    /// The message at `pos` changed role. O(log n).
+    /// The message at `pos` changed role. O(n) (the two roles' vectors are rebuilt; replacing a
+    /// message by one of the same role, the common case, is O(1)).
     pub fn move_position(&mut self, pos: u32, from: Role, to: Role) {
         if from == to {
             return;
@@ -94,7 +89,7 @@ impl RoleIndex {
     pub fn last_of(&self, roles: &[Role], n: usize) -> Vec<u32> {
         if let [role] = roles {
             let v = self.of(*role);
-            return items(v, v.len().saturating_sub(n)..v.len()).collect();
+            return v.range(v.len().saturating_sub(n)..v.len()).collect();
         }
         // Merge the tails of several roles from the back.
         let mut cursors: Vec<usize> = roles.iter().map(|r| self.of(*r).len()).collect();

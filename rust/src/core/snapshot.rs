@@ -1,23 +1,22 @@
 //! The visible state (a [`View`]) and the batch history of copy-on-write snapshots.
 //!
-//! A view is the ordered list of visible node ids plus its role index, both persistent vectors:
-//! cloning one is O(1) and copies no message, and after a clone only the chunks that change are
-//! copied. A snapshot is such a clone, so memory grows with what changed, not with the history.
-
-use imbl::Vector;
+//! A view is the ordered list of visible node ids plus its role index, both copy-on-write vectors
+//! ([`CowVec`]): cloning one is O(1) and copies no message, and after a clone only the chunks that
+//! change are copied. A snapshot is such a clone, so memory grows with what changed, not with the history.
 
 use crate::core::arena::{Arena, NodeId};
+use crate::core::cow_vec::CowVec;
 use crate::core::roles::RoleIndex;
 
 #[derive(Clone, Default, Debug)]
 pub struct View {
-    pub visible: Vector<NodeId>,
+    pub visible: CowVec<NodeId>,
     pub roles: RoleIndex,
 }
 
 impl View {
     /// A view of `ids` in this order, with its role index built. O(n).
-    pub fn of(ids: Vector<NodeId>, arena: &Arena) -> Self {
+    pub fn of(ids: CowVec<NodeId>, arena: &Arena) -> Self {
         let roles = RoleIndex::from_roles(ids.iter().map(|&id| arena.role(id)));
         Self { visible: ids, roles }
     }

@@ -6,14 +6,14 @@ use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use imbl::Vector;
 use memchr::memmem::Finder;
 use rayon::prelude::*;
 
 use crate::core::arena::{Arena, NodeId};
+use crate::core::cow_vec::CowVec;
 use crate::core::error::{Error, Result};
 use crate::core::message::{self, Facts};
-use crate::core::roles::{Role, items};
+use crate::core::roles::Role;
 use crate::core::snapshot::{History, View};
 use crate::core::value::{Encoder, ValueRef, for_each_text};
 
@@ -170,7 +170,7 @@ impl Store {
         self.tool_description
     }
 
-    fn store(&mut self, incoming: &Incoming) -> Vector<NodeId> {
+    fn store(&mut self, incoming: &Incoming) -> Vec<NodeId> {
         let t = now();
         incoming
             .messages
@@ -214,16 +214,14 @@ impl Store {
         }
         self.open_batch(description);
         let ids = self.store(incoming);
-        let mut visible = self.view.visible.clone();
-        let tail = visible.split_off(position);
-        visible.append(ids);
-        visible.append(tail);
-        self.view = View::of(visible, &self.arena);
+        let mut visible = self.view.visible.to_vec();
+        visible.splice(position..position, ids);
+        self.view = View::of(CowVec::from_slice(&visible), &self.arena);
         Ok(())
     }
 
     /// REPLACE the visible message at `index` (negative counts from the end): new batch.
-    /// The old message stays stored. O(log n).
+    /// The old message stays stored. O(1), or O(n) when the role changes (role index rebuilt).
     pub fn replace(&mut self, index: i64, incoming: &Incoming, description: String) -> Result<()> {
         let pos = self.position(index, "replace")?;
         assert_eq!(incoming.len(), 1, "replace takes one message");
@@ -247,15 +245,9 @@ impl Store {
         let kept = if let Some(role) = cuts.role {
             let positions = self.view.roles.of(role);
             let w = cuts.window(positions.len());
-            positions
-                .iter()
-                .skip(w.start)
-                .take(w.len())
-                .map(|&p| self.view.visible[p as usize])
-                .collect()
+            positions.range(w).map(|p| self.view.visible[p as usize]).collect()
         } else {
-            let w = cuts.window(self.len());
-            self.view.visible.clone().slice(w)
+            self.view.visible.sub(cuts.window(self.len()))
         };
         self.open_batch(description);
         self.view = View::of(kept, &self.arena);
@@ -265,7 +257,7 @@ impl Store {
     /// CLEAR: keep system/developer messages if asked, then re-add the tool description when it
     /// is no longer visible. New batch. O(n).
     pub fn clear(&mut self, keep_system: bool, description: String) {
-        let mut kept: Vector<NodeId> = if keep_system {
+        let mut kept: Vec<NodeId> = if keep_system {
             let mut positions: Vec<u32> = Role::ALL
                 .iter()
                 .filter(|r| r.is_instruction())
@@ -274,20 +266,20 @@ impl Store {
             positions.sort_unstable();
             positions.into_iter().map(|p| self.view.visible[p as usize]).collect()
         } else {
-            Vector::new()
+            Vec::new()
         };
         if let Some(td) = self.tool_description
             && !kept.contains(&td)
         {
-            kept.push_back(td);
+            kept.push(td);
         }
         self.open_batch(description);
-        self.view = View::of(kept, &self.arena);
+        self.view = View::of(CowVec::from_slice(&kept), &self.arena);
     }
 
     /// The visible ids FILTER keeps. O(total text), split across cores for long histories; it
     /// takes no lock of its own, so the binding runs it with the GIL released.
-    pub fn filtered(&self, conditions: &Conditions) -> Vector<NodeId> {
+    pub fn filtered(&self, conditions: &Conditions) -> CowVec<NodeId> {
         let contains: Vec<Finder<'_>> = conditions.contains.iter().map(|k| Finder::new(k.as_bytes())).collect();
         let excludes: Vec<Finder<'_>> = conditions.excludes.iter().map(|k| Finder::new(k.as_bytes())).collect();
         let keep = |id: NodeId, text: &mut String| {
@@ -301,7 +293,7 @@ impl Store {
             let found = |f: &Finder<'_>| f.find(hay.as_bytes()).is_some();
             (contains.is_empty() || contains.iter().any(found)) && !excludes.iter().any(found)
         };
-        let ids: Vec<NodeId> = self.view.visible.iter().copied().collect();
+        let ids = self.view.visible.to_vec();
         if ids.len() < PARALLEL_FROM || (contains.is_empty() && excludes.is_empty()) {
             let mut text = String::new();
             return ids.into_iter().filter(|&id| keep(id, &mut text)).collect();
@@ -352,9 +344,9 @@ impl Store {
             .iter()
             .take_while(|&&v| self.arena.role(v).is_instruction())
             .count();
-        let mut visible = self.view.visible.clone();
+        let mut visible = self.view.visible.to_vec();
         visible.insert(at, id);
-        self.view = View::of(visible, &self.arena);
+        self.view = View::of(CowVec::from_slice(&visible), &self.arena);
         self.tool_description = Some(id);
     }
 
@@ -372,7 +364,7 @@ impl Store {
         Ok(self.view.visible[self.position(index, "get")?])
     }
 
-    pub fn visible(&self) -> &Vector<NodeId> {
+    pub fn visible(&self) -> &CowVec<NodeId> {
         &self.view.visible
     }
 
@@ -405,7 +397,7 @@ impl Store {
     pub fn recent(&self, n: usize, roles: &[Role]) -> Vec<NodeId> {
         if roles.is_empty() {
             let len = self.len();
-            return items(&self.view.visible, len.saturating_sub(n)..len).collect();
+            return self.view.visible.range(len.saturating_sub(n)..len).collect();
         }
         self.ids_at(&self.view.roles.last_of(roles, n))
     }
@@ -415,7 +407,8 @@ impl Store {
         let positions = self.view.roles.of(role);
         let end = end.min(positions.len());
         let start = start.min(end);
-        items(positions, start..end)
+        positions
+            .range(start..end)
             .map(|p| self.view.visible[p as usize])
             .collect()
     }
@@ -447,7 +440,7 @@ impl Store {
 
     /// The state of batch `b`: (visible ids, timestamp, description); the current batch has no
     /// description and the current time.
-    pub fn snapshot(&self, b: usize) -> Result<(Vector<NodeId>, f64, Option<String>)> {
+    pub fn snapshot(&self, b: usize) -> Result<(CowVec<NodeId>, f64, Option<String>)> {
         let current = self.batch_index();
         if b > current {
             return Err(Error::Batch(format!(

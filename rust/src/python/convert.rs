@@ -197,6 +197,22 @@ fn keys(py: Python<'_>) -> &Vec<Py<PyString>> {
     })
 }
 
+/// String values nearly every message holds (roles, the tool-call type): decoded to one shared,
+/// interned `str` each instead of a new allocation (strings are immutable, so sharing is safe).
+const COMMON_VALUES: [&str; 6] = ["system", "developer", "user", "assistant", "tool", "function"];
+static VALUES: PyOnceLock<Vec<Py<PyString>>> = PyOnceLock::new();
+
+fn common_value<'py>(py: Python<'py>, s: &str) -> Option<Bound<'py, PyAny>> {
+    if s.len() > 9 {
+        return None;
+    }
+    let i = COMMON_VALUES.iter().position(|v| *v == s)?;
+    let values = VALUES.get_or_init(py, || {
+        COMMON_VALUES.iter().map(|v| PyString::intern(py, v).unbind()).collect()
+    });
+    Some(values[i].bind(py).clone().into_any())
+}
+
 /// A fresh Python object for an encoded value.
 pub fn to_py<'py>(py: Python<'py>, v: ValueRef<'_>) -> PyResult<Bound<'py, PyAny>> {
     Ok(match v.get() {
@@ -205,7 +221,7 @@ pub fn to_py<'py>(py: Python<'py>, v: ValueRef<'_>) -> PyResult<Bound<'py, PyAny
         Value::Int(i) => i.into_pyobject(py)?.into_any(),
         Value::BigInt(s) => py.get_type::<PyInt>().call1((s,))?,
         Value::Float(f) => PyFloat::new(py, f).into_any(),
-        Value::Str(s) => PyString::new(py, s).into_any(),
+        Value::Str(s) => common_value(py, s).unwrap_or_else(|| PyString::new(py, s).into_any()),
         Value::List(items) => {
             let list = PyList::empty(py);
             for item in items.values() {

@@ -2,6 +2,7 @@
 //! lock without blocking the GIL, maps errors to `memci.errors`, and delegates everything else.
 
 pub mod convert;
+pub mod decoded;
 pub mod errors;
 pub mod search;
 pub mod store;

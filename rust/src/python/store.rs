@@ -6,17 +6,20 @@
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyInt, PyList, PySlice};
+use pyo3::types::{PyByteArray, PyInt, PyList, PySlice, PyString};
 
 use crate::core::arena::NodeId;
 use crate::core::error::Error;
-use crate::core::roles::{Role, items};
+use crate::core::roles::Role;
 use crate::core::store::{Conditions, Cuts, Store};
 use crate::python::convert::{incoming, to_py};
+use crate::python::decoded::{Decoded, SMALL_READ};
 
 #[pyclass(frozen, module = "memci._core", name = "MessageStore")]
 pub struct MessageStore {
     inner: RwLock<Store>,
+    /// Recently read messages, kept decoded (small reads only).
+    decoded: Decoded,
 }
 
 /// A count or position: any Python int, saturated to the `usize` range (a count larger than any
@@ -81,15 +84,30 @@ impl MessageStore {
             .unwrap_or_else(|| py.detach(|| self.inner.write()))
     }
 
-    /// Decode stored messages into a new list.
+    fn with_store(store: Store) -> Self {
+        Self {
+            inner: RwLock::new(store),
+            decoded: Decoded::default(),
+        }
+    }
+
+    /// Decode stored messages into a new list; a small read goes through the decoded cache.
     fn decode<'py>(
+        &self,
         py: Python<'py>,
         store: &Store,
         ids: impl IntoIterator<Item = NodeId>,
     ) -> PyResult<Bound<'py, PyList>> {
+        let ids = ids.into_iter();
+        let small = ids.size_hint().1.is_some_and(|n| n <= SMALL_READ);
         let list = PyList::empty(py);
         for id in ids {
-            list.append(to_py(py, store.arena().message(id))?)?;
+            let message = if small {
+                self.decoded.message(py, store.arena(), id)?
+            } else {
+                to_py(py, store.arena().message(id))?
+            };
+            list.append(message)?;
         }
         Ok(list)
     }
@@ -99,9 +117,7 @@ impl MessageStore {
 impl MessageStore {
     #[new]
     fn new() -> Self {
-        Self {
-            inner: RwLock::new(Store::default()),
-        }
+        Self::with_store(Store::default())
     }
 
     fn __len__(&self, py: Python<'_>) -> usize {
@@ -235,7 +251,7 @@ impl MessageStore {
         let index = self::index(index)?;
         let store = self.read(py);
         let id = store.get(index)?;
-        to_py(py, store.arena().message(id))
+        self.decoded.message(py, store.arena(), id)
     }
 
     /// `arr[a:b:c]` with Python's slice rules, resolved against the length under the lock, so
@@ -246,46 +262,51 @@ impl MessageStore {
         let idx = key.indices(len)?;
         if idx.step == 1 {
             let start = idx.start.max(0) as usize;
-            return Self::decode(py, &store, items(store.visible(), start..start + idx.slicelength));
+            return self.decode(py, &store, store.visible().range(start..start + idx.slicelength));
         }
         let visible = store.visible();
         let ids = (0..idx.slicelength as isize).map(|k| visible[(idx.start + k * idx.step) as usize]);
-        Self::decode(py, &store, ids)
+        self.decode(py, &store, ids)
     }
 
     fn take<'py>(&self, py: Python<'py>, positions: Vec<i64>) -> PyResult<Bound<'py, PyList>> {
         let store = self.read(py);
         let ids = positions.iter().map(|&p| store.get(p)).collect::<Result<Vec<_>, _>>()?;
-        Self::decode(py, &store, ids)
+        self.decode(py, &store, ids)
     }
 
     fn messages<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let store = self.read(py);
-        Self::decode(py, &store, store.visible().iter().copied())
+        self.decode(py, &store, store.visible().iter().copied())
     }
 
     fn all_messages<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let store = self.read(py);
-        Self::decode(py, &store, 0..store.arena().len() as NodeId)
+        self.decode(py, &store, 0..store.arena().len() as NodeId)
     }
 
     fn by_role<'py>(&self, py: Python<'py>, role: &str) -> PyResult<Bound<'py, PyList>> {
         let r = self::role(role, "by_role")?;
         let store = self.read(py);
-        Self::decode(py, &store, store.by_role(r))
+        self.decode(py, &store, store.by_role(r))
     }
 
+    /// `roles` is one role name or a sequence of them (None: every role).
     #[pyo3(signature = (n, roles))]
     fn recent<'py>(
         &self,
         py: Python<'py>,
         n: &Bound<'_, PyAny>,
-        roles: Option<Vec<String>>,
+        roles: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
         let n = count(n, "recent: n")?;
-        let roles = self::roles(roles, "recent")?;
+        let roles = match roles {
+            Some(one) if one.is_instance_of::<PyString>() => vec![role(one.cast::<PyString>()?.to_str()?, "recent")?],
+            Some(many) => self::roles(Some(many.extract()?), "recent")?,
+            None => Vec::new(),
+        };
         let store = self.read(py);
-        Self::decode(py, &store, store.recent(n, &roles))
+        self.decode(py, &store, store.recent(n, &roles))
     }
 
     /// `by_role(role)[key]` for a step-1 slice, resolved under the lock, so it is atomic.
@@ -295,7 +316,7 @@ impl MessageStore {
         let len = isize::try_from(store.count(Some(r))).unwrap_or(isize::MAX);
         let idx = key.indices(len)?;
         let start = idx.start.max(0) as usize;
-        Self::decode(py, &store, store.role_range(r, start, start + idx.slicelength))
+        self.decode(py, &store, store.role_range(r, start, start + idx.slicelength))
     }
 
     #[pyo3(signature = (role))]
@@ -322,14 +343,14 @@ impl MessageStore {
     ) -> PyResult<Bound<'py, PyList>> {
         let r = opt_role(role, "between")?;
         let store = self.read(py);
-        Self::decode(py, &store, store.between(start, end, r))
+        self.decode(py, &store, store.between(start, end, r))
     }
 
     #[pyo3(signature = (tag, role))]
     fn marked<'py>(&self, py: Python<'py>, tag: &str, role: Option<&str>) -> PyResult<Bound<'py, PyList>> {
         let r = opt_role(role, "marked")?;
         let store = self.read(py);
-        Self::decode(py, &store, store.marked(tag, r))
+        self.decode(py, &store, store.marked(tag, r))
     }
 
     fn timestamps(&self, py: Python<'_>) -> Vec<f64> {
@@ -357,7 +378,7 @@ impl MessageStore {
         })?;
         let (visible, timestamp, description) = store.snapshot(b)?;
         let count = visible.len();
-        let messages = Self::decode(py, &store, visible.iter().copied())?;
+        let messages = self.decode(py, &store, visible.iter().copied())?;
         Ok((b, timestamp, messages, count, description))
     }
 
@@ -379,15 +400,11 @@ impl MessageStore {
     #[staticmethod]
     fn from_json(py: Python<'_>, text: &str) -> PyResult<Self> {
         let store = py.detach(|| Store::from_json(text))?;
-        Ok(Self {
-            inner: RwLock::new(store),
-        })
+        Ok(Self::with_store(store))
     }
 
     fn copy(&self, py: Python<'_>) -> Self {
         let store = self.read(py);
-        Self {
-            inner: RwLock::new(store.clone()),
-        }
+        Self::with_store(store.clone())
     }
 }
