@@ -14,7 +14,19 @@ from dataclasses import dataclass
 from typing import Any
 
 SIZE_ORDER = ("1k", "10k", "100k")
-WORKLOAD_ORDER = ("build", "recent_user", "recent_system", "truncate", "filter", "snapshots", "checkpoint")
+WORKLOAD_ORDER = (
+    "build",
+    "recent_user",
+    "recent_system",
+    "truncate",
+    "filter",
+    "snapshots",
+    "checkpoint",
+    "put_page",
+    "get_page",
+    "search",
+    "search_build",
+)
 PEER_ORDER = (
     "python",
     "python-indexed",
@@ -23,6 +35,12 @@ PEER_ORDER = (
     "langchain-convert",
     "llamaindex",
     "langgraph",
+    "memci-normal",
+    "memci-add",
+    "directory",
+    "memory",
+    "sqlite-raw",
+    "fts5",
 )
 TITLES = {
     "build": "Build a history, one append at a time",
@@ -32,6 +50,10 @@ TITLES = {
     "filter": "FILTER roles user+assistant, content_excludes one keyword",
     "snapshots": "100 x (append 1% of n + snapshot), rollback to the 50th",
     "checkpoint": "100 snapshots of an unchanged history, rollback to the 50th",
+    "put_page": "100 x put_page into a store of n archived pages (SqliteStorage, synchronous=FULL)",
+    "get_page": "1,000 x get_page of random pages from a store of n (SqliteStorage)",
+    "search": "100 searches (1-3 words, some CJK), k=5 with snippets, over n pages (PageSearch, BM25)",
+    "search_build": "index n page texts (PageSearch.extend)",
 }
 
 
@@ -66,6 +88,10 @@ NOTES = [
     "LangChain's `trim_messages` (the pure-Python slice is O(k) too).",
     "snapshots: the appends (the same for every store) dominate the shallow-copy peer's time; "
     "`checkpoint` isolates the snapshots.",
+    "put_page/get_page/search: sizes count archived pages, not messages; no DESIGN.md target. "
+    "`memci-normal` is SqliteStorage with synchronous=NORMAL; `directory` and `memory` are memci's other "
+    "stores; `sqlite-raw` is json.dumps + one INSERT with no checks; `python` is the same BM25 in pure "
+    "Python (same hits and scores); `fts5` is SQLite FTS5's bm25() with its own tokenizer.",
     "Peers missing from a table were skipped (not installed, or too slow for the run: see benches/conftest.py).",
 ]
 MEMORY_TARGET = 0.6
@@ -117,6 +143,8 @@ def load(path: str) -> tuple[dict[tuple[str, str], dict[str, float]], dict[tuple
         workload, peer, size = key
         if workload == "memory":
             memory[size, peer] = bench.get("extra_info") or {}
+        elif workload == "page_bytes":
+            continue  # sizes, not times: page_bytes_table()
         else:
             times.setdefault((workload, size), {})[peer] = bench["stats"]["median"]
     return times, memory
@@ -230,6 +258,36 @@ def _relative(value: float | None, history: float | None) -> str:
     return f"{fmt_bytes(value)} ({value / history:.3g}x)"
 
 
+def page_bytes_table(path: str) -> list[str]:
+    """Bytes per archived page on disk (bench_storage.py's ``page_bytes``), by size and store."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    rows: dict[str, dict[str, dict[str, Any]]] = {}
+    for bench in data.get("benchmarks", []):
+        key = describe(bench)
+        if key is not None and key[0] == "page_bytes":
+            rows.setdefault(key[2], {})[key[1]] = bench.get("extra_info") or {}
+    if not rows:
+        return []
+    out = [
+        "### page_bytes: bytes on disk per archived page",
+        "",
+        "| pages | JSON of a page | SqliteStorage (x JSON) | DirectoryStorage files | DirectoryStorage disk blocks |",
+        "|---|---|---|---|---|",
+    ]
+    for size in _order(list(rows), SIZE_ORDER):
+        by = rows[size]
+        payload = by.get("json", {}).get("bytes_per_page")
+        sqlite = by.get("memci", {}).get("bytes_per_page")
+        ratio = f" ({fmt_ratio(sqlite / payload)})" if sqlite and payload else ""
+        directory = by.get("directory", {})
+        out.append(
+            f"| {size} | {fmt_bytes(payload)} | {fmt_bytes(sqlite)}{ratio} | "
+            f"{fmt_bytes(directory.get('bytes_per_page'))} | {fmt_bytes(directory.get('disk_bytes_per_page'))} |"
+        )
+    return [*out, ""]
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print(__doc__.splitlines()[0], file=sys.stderr)
@@ -238,6 +296,7 @@ def main(argv: list[str]) -> int:
     lines = ["## memci benchmarks (medians)", ""]
     lines += workload_tables(times)
     lines += memory_table(memory)
+    lines += page_bytes_table(argv[0])
     if times:
         lines += ["Notes:", "", *[f"- {note}" for note in NOTES]]
     print("\n".join(lines))

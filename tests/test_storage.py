@@ -366,9 +366,14 @@ def test_sqlite_refuses_a_newer_schema(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("body", "words"),
-    [("{not json", "page 1: corrupt"), ('{"index": 1}', "page 1: corrupt: missing field"), ("[]", "must be a dict")],
+    [
+        ("{not json", "page 1: corrupt"),
+        ('{"index": 1}', "page 1: corrupt: missing field"),
+        ("[]", "must be a dict"),
+        (b"\xff\xfe{}", "page 1: corrupt"),
+    ],
 )
-def test_sqlite_reports_a_damaged_page_naming_file_and_page(tmp_path: Path, body: str, words: str) -> None:
+def test_sqlite_reports_a_damaged_page_naming_file_and_page(tmp_path: Path, body: str | bytes, words: str) -> None:
     path = tmp_path / "memci.db"
     with SqliteStorage(path) as s:
         s.put_page(1, page(1))

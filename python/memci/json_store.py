@@ -44,16 +44,23 @@ MAX_DEPTH = 200
 T = TypeVar("T")
 
 
-def _dumps(value: Any, *, canonical: bool = False) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, sort_keys=canonical)
-
-
 def _refuse_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
+# One encoder and decoder each, made once: ``json.dumps``/``json.loads`` with options build a new
+# one on every call, which costs more than encoding a small page.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, sort_keys=True)
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
+def _dumps(value: Any, *, canonical: bool = False) -> str:
+    return (_CANONICAL if canonical else _ENCODER).encode(value)
+
+
 def _loads(text: str | bytes) -> Any:
-    return json.loads(text, parse_constant=_refuse_constant)
+    return _DECODER.decode(text if isinstance(text, str) else text.decode("utf-8"))
 
 
 def _check_json(value: Any, path: str, where: str, depth: int = 0) -> None:
@@ -135,16 +142,19 @@ def _encode(document: Any, where: str, problem: str | None) -> str:
     return _dumps(document)
 
 
-def _decode(text: str | bytes, where: str, shape: Callable[[Any], str | None]) -> dict[str, Any]:
-    """The page or state held in ``text``, whose shape ``shape`` checks; corrupt otherwise."""
+def _decode(text: str | bytes, where: Callable[[], str], shape: Callable[[Any], str | None]) -> dict[str, Any]:
+    """The page or state held in ``text``, whose shape ``shape`` checks; corrupt otherwise (the
+    error names ``where()``, computed only then)."""
     try:
         document = _loads(text)
     except (ValueError, UnicodeDecodeError) as e:
-        raise StorageError(f"{where}: corrupt: {e}", where) from None
-    problem = shape(document)
-    if problem is not None:
-        raise StorageError(f"{where}: corrupt: {problem}", where)
-    return document  # type: ignore[no-any-return]
+        problem: str | None = str(e)
+    else:
+        problem = shape(document)
+        if problem is None:
+            return document  # type: ignore[no-any-return]
+    place = where()
+    raise StorageError(f"{place}: corrupt: {problem}", place)
 
 
 def encode_page(index: int, page: Any) -> str:
@@ -152,8 +162,8 @@ def encode_page(index: int, page: Any) -> str:
     return _encode(page, f"page {index}", _page_problem(page, index))
 
 
-def decode_page(text: str | bytes, index: int, where: str) -> dict[str, Any]:
-    """The page held in ``text``; :class:`StorageError` naming ``where`` if it is not one."""
+def decode_page(text: str | bytes, index: int, where: Callable[[], str]) -> dict[str, Any]:
+    """The page held in ``text``; :class:`StorageError` naming ``where()`` if it is not one."""
     return _decode(text, where, lambda page: _page_problem(page, index))
 
 
@@ -162,8 +172,8 @@ def encode_state(state: Any) -> str:
     return _encode(state, "state", _state_problem(state))
 
 
-def decode_state(text: str | bytes, where: str) -> dict[str, Any]:
-    """The state held in ``text``; :class:`StorageError` naming ``where`` if it is not one."""
+def decode_state(text: str | bytes, where: Callable[[], str]) -> dict[str, Any]:
+    """The state held in ``text``; :class:`StorageError` naming ``where()`` if it is not one."""
     return _decode(text, where, _state_problem)
 
 
@@ -240,7 +250,7 @@ class JsonStore:
         """The page stored under ``index`` (a new dict), or None. O(size of the page)."""
         check_index(index)
         text = self._locked(lambda: self._read_page_text(index))
-        return None if text is None else decode_page(text, index, self._where(index))
+        return None if text is None else decode_page(text, index, lambda: self._where(index))
 
     def page_indices(self) -> list[int]:
         """The indices of the stored pages, ascending."""
@@ -254,7 +264,7 @@ class JsonStore:
     def load_state(self) -> dict[str, Any] | None:
         """The last state saved (a new dict), or None if none was."""
         text = self._locked(self._read_state_text)
-        return None if text is None else decode_state(text, self._where())
+        return None if text is None else decode_state(text, self._where)
 
     def close(self) -> None:
         """Release the store; later calls raise :class:`StorageError`. Closing twice is fine."""

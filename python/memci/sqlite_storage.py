@@ -150,9 +150,11 @@ class SqliteStorage(JsonStore):
             return self._transaction(work)
 
     def _read_page_text(self, index: int) -> str | bytes | None:
-        with self._errors(f"cannot read page {index}"):
+        try:  # not `with self._errors(...)`: this is the hot path, and a generator costs a few µs
             row = self._conn.execute("SELECT body FROM memci_pages WHERE page_index = ?", (index,)).fetchone()
-        return None if row is None else _text(row[0], self._where(index))
+        except sqlite3.Error as e:
+            raise StorageError(f"{self.path}: cannot read page {index}: {e}", str(self.path)) from e
+        return None if row is None else _text(row[0], lambda: self._where(index))
 
     def _list_page_indices(self) -> list[int]:
         with self._errors("cannot list the pages"):
@@ -161,7 +163,7 @@ class SqliteStorage(JsonStore):
     def _read_state_text(self) -> str | bytes | None:
         with self._errors("cannot read the state"):
             row = self._conn.execute("SELECT body FROM memci_state WHERE id = 1").fetchone()
-        return None if row is None else _text(row[0], self._where())
+        return None if row is None else _text(row[0], self._where)
 
     def _write_state_text(self, text: str) -> None:
         self._writable()
@@ -189,7 +191,8 @@ class SqliteStorage(JsonStore):
             self._locked(lambda: self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
 
 
-def _text(body: object, where: str) -> str | bytes:
+def _text(body: object, where: Callable[[], str]) -> str | bytes:
     if isinstance(body, (str, bytes)):
         return body
-    raise StorageError(f"{where}: corrupt: the stored body is a {type(body).__name__}, not JSON text", where)
+    place = where()
+    raise StorageError(f"{place}: corrupt: the stored body is a {type(body).__name__}, not JSON text", place)

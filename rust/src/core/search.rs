@@ -17,11 +17,16 @@
 //! document frequencies are taken back at once) and its postings are dropped by the next
 //! compaction, which runs when dead documents outnumber live ones.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+
+use rustc_hash::FxBuildHasher;
 
 use rayon::prelude::*;
 
 use crate::core::tokenizer::{is_cjk, tokenize};
+
+type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;
 
 pub const K1: f64 = 1.2;
 pub const B: f64 = 0.75;
@@ -50,37 +55,65 @@ struct Doc {
     live: bool,
 }
 
+/// A term of an analyzed page: a span of its text (most terms: no allocation), or a lowercased
+/// word that differs from the text.
+#[derive(Debug)]
+enum Term {
+    Span(u32, u32),
+    Owned(Box<str>),
+}
+
 /// A page's text with its term counts, computed apart from the index (so that many pages can be
 /// tokenized in parallel before they are inserted).
 #[derive(Debug)]
 pub struct Analyzed {
     page: u64,
     text: Box<str>,
-    counts: Vec<(Box<str>, u32)>,
+    counts: Vec<(Term, u32)>,
     len: u32,
 }
 
-/// The distinct terms of `text` with their counts, and the number of tokens.
-fn term_counts(text: &str) -> (HashMap<Box<str>, u32>, u32) {
-    let mut counts: HashMap<Box<str>, u32> = HashMap::new();
+impl Analyzed {
+    fn term<'a>(&'a self, term: &'a Term) -> &'a str {
+        match term {
+            Term::Span(s, e) => &self.text[*s as usize..*e as usize],
+            Term::Owned(t) => t,
+        }
+    }
+}
+
+/// A term's count in a text, and the byte span of its first occurrence.
+type FirstSeen = (u32, u32, u32);
+
+/// The distinct terms of `text` (borrowed where they are spans of it) with their counts and the
+/// span of their first occurrence, and the number of tokens.
+fn term_counts(text: &str) -> (FxMap<Cow<'_, str>, FirstSeen>, u32) {
+    let mut counts: FxMap<Cow<'_, str>, FirstSeen> = FxMap::default();
     let mut len = 0u32;
-    tokenize(text, |term, _, _| {
+    tokenize(text, |term, s, e| {
         len = len.saturating_add(1);
         if let Some(c) = counts.get_mut(term.as_ref()) {
-            *c += 1;
+            c.0 += 1;
         } else {
-            counts.insert(term.into_owned().into_boxed_str(), 1);
+            counts.insert(term, (1, s as u32, e as u32));
         }
     });
     (counts, len)
 }
 
 pub fn analyze(page: u64, text: String) -> Analyzed {
-    let (counts, len) = term_counts(&text);
+    let (map, len) = term_counts(&text);
+    let counts = map
+        .into_iter()
+        .map(|(term, (tf, s, e))| match term {
+            Cow::Borrowed(_) => (Term::Span(s, e), tf),
+            Cow::Owned(t) => (Term::Owned(t.into_boxed_str()), tf),
+        })
+        .collect();
     Analyzed {
         page,
         text: text.into_boxed_str(),
-        counts: counts.into_iter().collect(),
+        counts,
         len,
     }
 }
@@ -88,13 +121,13 @@ pub fn analyze(page: u64, text: String) -> Analyzed {
 /// The inverted index. Not synchronised: the binding puts it behind a lock.
 #[derive(Debug, Default)]
 pub struct SearchIndex {
-    terms: HashMap<Box<str>, u32>,
+    terms: FxMap<Box<str>, u32>,
     postings: Vec<Vec<Posting>>,
     /// Live documents holding each term.
     df: Vec<u32>,
     docs: Vec<Doc>,
     /// Page index to the slot of its live document.
-    slots: HashMap<u64, u32>,
+    slots: FxMap<u64, u32>,
     total_len: u64,
     dead: usize,
 }
@@ -130,12 +163,13 @@ impl SearchIndex {
             self.retire(old);
         }
         let slot = u32::try_from(self.docs.len()).expect("fewer than 2^32 documents");
-        for (term, tf) in a.counts {
-            let id = if let Some(&id) = self.terms.get(&term) {
+        for (term, tf) in &a.counts {
+            let (term, tf) = (a.term(term), *tf);
+            let id = if let Some(&id) = self.terms.get(term) {
                 id
             } else {
                 let id = u32::try_from(self.postings.len()).expect("fewer than 2^32 terms");
-                self.terms.insert(term, id);
+                self.terms.insert(term.into(), id);
                 self.postings.push(Vec::new());
                 self.df.push(0);
                 id
@@ -160,7 +194,7 @@ impl SearchIndex {
         self.total_len -= u64::from(doc.len);
         let text = std::mem::take(&mut doc.text);
         for term in term_counts(&text).0.keys() {
-            if let Some(&id) = self.terms.get(term) {
+            if let Some(&id) = self.terms.get(term.as_ref()) {
                 self.df[id as usize] -= 1;
             }
         }

@@ -32,10 +32,10 @@ pub fn is_cjk(c: char) -> bool {
 
 /// Call `emit(token, start, end)` for every token of `text`, in order of their end (a bigram comes
 /// right after the unigram of its second character). `start..end` is the token's byte span.
-pub fn tokenize(text: &str, mut emit: impl FnMut(Cow<'_, str>, usize, usize)) {
+pub fn tokenize<'t>(text: &'t str, mut emit: impl FnMut(Cow<'t, str>, usize, usize)) {
     let mut word: Option<usize> = None;
     let mut previous_cjk: Option<usize> = None;
-    let flush = |start: Option<usize>, end: usize, emit: &mut dyn FnMut(Cow<'_, str>, usize, usize)| {
+    let flush = |start: Option<usize>, end: usize, emit: &mut dyn FnMut(Cow<'t, str>, usize, usize)| {
         if let Some(s) = start {
             emit(lowercase(&text[s..end]), s, end);
         }
