@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
 import textwrap
 import threading
+import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +23,7 @@ import pytest
 from factories import assert_same, calling, json_values, tool, user, valid_messages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memci import DirectoryStorage, MemciError, MemoryStorage, SqliteStorage, Storage, StorageError
+from memci import DirectoryStorage, MemciError, MemoryStorage, RedisStorage, SqliteStorage, Storage, StorageError
 from memci.json_store import JsonStore
 
 Page = dict[str, Any]
@@ -43,20 +47,65 @@ def page(index: int, *, text: str = "hello", archived_round: int = 3, **extra: A
     }
 
 
-@pytest.fixture(params=["memory", "sqlite", "directory"])
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A redis-server of our own on a free loopback port (no persistence), stopped at the end."""
+    pytest.importorskip("redis", reason="the redis package is not installed (pip install 'memci[redis]')")
+    import redis
+
+    exe = shutil.which("redis-server")
+    if exe is None:
+        pytest.skip("redis-server is not installed (`make test` installs it with apt-get where it can)")
+    port = _free_port()
+    server = subprocess.Popen(
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        cwd=tmp_path_factory.mktemp("redis"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        client = redis.Redis.from_url(url)
+        for _ in range(100):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if server.poll() is not None:
+                    pytest.skip(f"redis-server exited at start with status {server.returncode}")
+                time.sleep(0.05)
+        else:
+            pytest.skip("redis-server did not answer within 5 s")
+        client.close()
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.fixture(params=["memory", "sqlite", "directory", "redis"])
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
 @pytest.fixture
-def opener(kind: str, tmp_path: Path) -> Opener:
+def opener(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Opener:
     """Opens the store of ``kind`` at one place; for memory, always the same object (reopening a
-    memory store cannot find anything)."""
+    memory store cannot find anything); for Redis, a prefix of this test's own."""
     if kind == "memory":
         only = MemoryStorage()
         return lambda: only
     if kind == "sqlite":
         return lambda: SqliteStorage(tmp_path / "memci.db")
+    if kind == "redis":
+        url, prefix = request.getfixturevalue("redis_url"), f"test-{uuid.uuid4().hex}:"
+        return lambda: RedisStorage(url, prefix=prefix)
     return lambda: DirectoryStorage(tmp_path / "store")
 
 
@@ -138,7 +187,7 @@ def test_the_state_round_trips_and_is_replaced_whole(store: JsonStore) -> None:
     assert store.load_state() == {"version": 1, "round": 5}
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "directory"])
+@pytest.mark.parametrize("kind", ["sqlite", "directory", "redis"])
 def test_pages_and_state_survive_reopening(opener: Opener) -> None:
     first = opener()
     first.put_page(1, page(1))
@@ -593,3 +642,79 @@ def test_a_writer_killed_mid_save_leaves_a_complete_previous_state(kind: str, tm
                 assert stored is not None
                 assert stored["summary"] == str(index)
         start = counter  # the next writer rewrites page counter + 1 if it is there: same content, a no-op
+
+
+# ---- Redis: shared by workers -------------------------------------------------------------------
+
+
+def test_redis_prefixes_keep_agents_apart(redis_url: str) -> None:
+    with RedisStorage(redis_url, prefix="agent-a:") as a, RedisStorage(redis_url, prefix="agent-b:") as b:
+        a.put_page(1, page(1))
+        a.save_state({"version": 1, "who": "a"})
+        assert b.page_indices() == []
+        assert b.load_state() is None
+        b.put_page(1, page(1, text="other"))  # the same index under another prefix is another page
+        assert a.get_page(1) == page(1)
+
+
+def test_redis_workers_racing_on_one_page_store_it_once(redis_url: str) -> None:
+    prefix = f"race-{uuid.uuid4().hex}:"
+    outcomes: list[str] = []
+
+    def worker(text: str) -> None:
+        with RedisStorage(redis_url, prefix=prefix) as store:
+            try:
+                store.put_page(1, page(1, text=text))
+                outcomes.append("stored")
+            except StorageError:
+                outcomes.append("refused")
+
+    threads = [threading.Thread(target=worker, args=(f"text {i}",)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["refused"] * 7 + ["stored"]
+    with RedisStorage(redis_url, prefix=prefix) as store:
+        assert store.page_indices() == [1]
+
+
+def test_redis_leaves_a_client_it_was_given_open(redis_url: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    with RedisStorage(client, prefix=f"client-{uuid.uuid4().hex}:") as store:
+        store.put_page(2, page(2))
+        assert_same(store.get_page(2), page(2))
+    assert client.ping()
+    client.close()
+
+
+def test_redis_refuses_foreign_and_newer_schemas_and_damaged_values(redis_url: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    client.set("foreign:schema", "not a version")
+    with pytest.raises(StorageError, match="not a memci schema version"):
+        RedisStorage(redis_url, prefix="foreign:")
+    client.set("newer:schema", "7")
+    with pytest.raises(StorageError, match="newer memci"):
+        RedisStorage(redis_url, prefix="newer:")
+    with RedisStorage(redis_url, prefix="damaged:") as store:
+        client.hset("damaged:pages", "3", "{oops")
+        client.hset("damaged:pages", "x", "{}")
+        client.set("damaged:state", "[]")
+        assert store.page_indices() == [3]
+        with pytest.raises(StorageError, match="page 3: corrupt"):
+            store.get_page(3)
+        with pytest.raises(StorageError, match="state: corrupt"):
+            store.load_state()
+    client.close()
+
+
+def test_redis_unreachable_or_a_bad_url_is_a_storage_error() -> None:
+    pytest.importorskip("redis")
+    with pytest.raises(StorageError, match="cannot reach Redis"):
+        RedisStorage(f"redis://127.0.0.1:{_free_port()}/0")
+    with pytest.raises(StorageError, match="not a Redis URL"):
+        RedisStorage("http://example.com")

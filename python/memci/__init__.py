@@ -23,7 +23,7 @@ from memci.errors import (
 )
 from memci.results import BatchSnapshot, OperationResult, Stats
 from memci.search import PageSearch, SearchHit
-from memci.storage import DirectoryStorage, MemoryStorage, SqliteStorage, Storage
+from memci.storage import DirectoryStorage, MemoryStorage, RedisStorage, SqliteStorage, Storage
 
 __all__ = [
     "BatchError",
@@ -37,6 +37,7 @@ __all__ = [
     "OperationResult",
     "PageSearch",
     "PositionError",
+    "RedisStorage",
     "SearchHit",
     "SqliteStorage",
     "StateError",

@@ -18,9 +18,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from memci.directory_storage import DirectoryStorage
 from memci.json_store import JsonStore
+from memci.redis_storage import RedisStorage
 from memci.sqlite_storage import SqliteStorage
 
-__all__ = ["DirectoryStorage", "MemoryStorage", "SqliteStorage", "Storage"]
+__all__ = ["DirectoryStorage", "MemoryStorage", "RedisStorage", "SqliteStorage", "Storage"]
 
 
 @runtime_checkable
