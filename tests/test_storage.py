@@ -11,6 +11,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -23,6 +24,7 @@ import pytest
 from factories import assert_same, calling, json_values, tool, user, valid_messages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from memci import DirectoryStorage, MemciError, MemoryStorage, RedisStorage, SqliteStorage, Storage, StorageError
 from memci.json_store import JsonStore
 
@@ -348,6 +350,94 @@ def test_any_json_page_and_state_round_trip_exactly(store: JsonStore, written: P
     state = {"version": 1, **state}
     store.save_state(state)
     assert_same(store.load_state(), state)
+
+
+class StoreModel(RuleBasedStateMachine):
+    """Any sequence of writes, reads, refusals and reopenings leaves a store holding what a dict of
+    pages and one state say it should. Subclasses say which store; fsyncs are off (semantics only)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.folder = Path(tempfile.mkdtemp())
+        self.store = self.open()
+        self.pages: dict[int, Page] = {}
+        self.state: dict[str, Any] | None = None
+
+    def open(self) -> JsonStore:
+        raise NotImplementedError
+
+    @rule(index=st.integers(1, 6), text=st.sampled_from(["a", "b", "天气"]))
+    def put(self, index: int, text: str) -> None:
+        written = page(index, text=text)
+        if index in self.pages and self.pages[index] != written:
+            with pytest.raises(StorageError, match="already stored"):
+                self.store.put_page(index, written)
+        else:
+            self.store.put_page(index, written)
+            self.pages[index] = written
+
+    @rule(bad=st.sampled_from(BAD_PAGES))
+    def put_bad(self, bad: tuple[Any, str]) -> None:
+        with pytest.raises(StorageError, match=bad[1]):
+            self.store.put_page(1, bad[0])
+
+    @rule(index=st.integers(1, 7))
+    def get(self, index: int) -> None:
+        got = self.store.get_page(index)
+        if index in self.pages:
+            assert_same(got, self.pages[index])
+        else:
+            assert got is None
+
+    @rule(state=st.dictionaries(st.text(max_size=4), json_values, max_size=3))
+    def save(self, state: dict[str, Any]) -> None:
+        state = {**state, "version": 1}
+        self.store.save_state(state)
+        self.state = state
+
+    @rule()
+    def load(self) -> None:
+        got = self.store.load_state()
+        if self.state is None:
+            assert got is None
+        else:
+            assert_same(got, self.state)
+
+    @precondition(lambda self: not isinstance(self.store, MemoryStorage))
+    @rule()
+    def reopen(self) -> None:
+        self.store.close()
+        self.store = self.open()
+
+    @invariant()
+    def indices(self) -> None:
+        assert self.store.page_indices() == sorted(self.pages)
+
+    def teardown(self) -> None:
+        self.store.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class MemoryModel(StoreModel):
+    def open(self) -> JsonStore:
+        return MemoryStorage()
+
+
+class SqliteModel(StoreModel):
+    def open(self) -> JsonStore:
+        return SqliteStorage(self.folder / "memci.db", synchronous="NORMAL")
+
+
+class DirectoryModel(StoreModel):
+    def open(self) -> JsonStore:
+        return DirectoryStorage(self.folder / "store", fsync=False)
+
+
+TestMemoryModel = MemoryModel.TestCase
+TestSqliteModel = SqliteModel.TestCase
+TestDirectoryModel = DirectoryModel.TestCase
+for _case in (TestMemoryModel, TestSqliteModel, TestDirectoryModel):
+    _case.settings = settings(max_examples=30, stateful_step_count=25)
 
 
 def test_threads_writing_distinct_pages_all_land(store: JsonStore) -> None:
