@@ -27,6 +27,8 @@ use rayon::prelude::*;
 use crate::core::tokenizer::{is_cjk, tokenize};
 
 type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;
+/// The query's distinct known terms: their order in the query and their idf.
+type Weights<'q> = HashMap<Cow<'q, str>, (usize, f64)>;
 
 pub const K1: f64 = 1.2;
 pub const B: f64 = 0.75;
@@ -55,10 +57,20 @@ struct Doc {
     live: bool,
 }
 
-/// A term of an analyzed page: a span of its text (most terms: no allocation), or a lowercased
-/// word that differs from the text.
+/// A CJK token (one or two characters) as an integer: hashed and compared without touching bytes.
+/// CJK tokens are most of the tokens of CJK text (two per character), so this matters.
+fn cjk_key(term: &str) -> Option<u64> {
+    let mut chars = term.chars();
+    let first = chars.next().filter(|&c| is_cjk(c))?;
+    let second = chars.next().map_or(0, u64::from);
+    Some(u64::from(first) << 32 | second)
+}
+
+/// A term of an analyzed page: a CJK token, a span of its text (most words: no allocation), or a
+/// lowercased word that differs from the text.
 #[derive(Debug)]
 enum Term {
+    Cjk(u64),
     Span(u32, u32),
     Owned(Box<str>),
 }
@@ -73,43 +85,42 @@ pub struct Analyzed {
     len: u32,
 }
 
-impl Analyzed {
-    fn term<'a>(&'a self, term: &'a Term) -> &'a str {
-        match term {
-            Term::Span(s, e) => &self.text[*s as usize..*e as usize],
-            Term::Owned(t) => t,
-        }
-    }
-}
-
-/// A term's count in a text, and the byte span of its first occurrence.
+/// A word's count in a text, and the byte span of its first occurrence.
 type FirstSeen = (u32, u32, u32);
 
-/// The distinct terms of `text` (borrowed where they are spans of it) with their counts and the
-/// span of their first occurrence, and the number of tokens.
-fn term_counts(text: &str) -> (FxMap<Cow<'_, str>, FirstSeen>, u32) {
-    let mut counts: FxMap<Cow<'_, str>, FirstSeen> = FxMap::default();
-    let mut len = 0u32;
+/// The distinct terms of a text with their counts: words (borrowed where they are spans of the
+/// text, with the span of their first occurrence) and CJK tokens by [`cjk_key`].
+#[derive(Default)]
+struct TermCounts<'t> {
+    words: FxMap<Cow<'t, str>, FirstSeen>,
+    cjk: FxMap<u64, u32>,
+    len: u32,
+}
+
+fn term_counts(text: &str) -> TermCounts<'_> {
+    let mut counts = TermCounts::default();
+    counts.words.reserve(text.len() / 32);
     tokenize(text, |term, s, e| {
-        len = len.saturating_add(1);
-        if let Some(c) = counts.get_mut(term.as_ref()) {
+        counts.len = counts.len.saturating_add(1);
+        if let Some(key) = cjk_key(&term) {
+            *counts.cjk.entry(key).or_insert(0) += 1;
+        } else if let Some(c) = counts.words.get_mut(term.as_ref()) {
             c.0 += 1;
         } else {
-            counts.insert(term, (1, s as u32, e as u32));
+            counts.words.insert(term, (1, s as u32, e as u32));
         }
     });
-    (counts, len)
+    counts
 }
 
 pub fn analyze(page: u64, text: String) -> Analyzed {
-    let (map, len) = term_counts(&text);
-    let counts = map
-        .into_iter()
-        .map(|(term, (tf, s, e))| match term {
-            Cow::Borrowed(_) => (Term::Span(s, e), tf),
-            Cow::Owned(t) => (Term::Owned(t.into_boxed_str()), tf),
-        })
-        .collect();
+    let TermCounts { words, cjk, len } = term_counts(&text);
+    let mut counts: Vec<(Term, u32)> = Vec::with_capacity(words.len() + cjk.len());
+    counts.extend(words.into_iter().map(|(term, (tf, s, e))| match term {
+        Cow::Borrowed(_) => (Term::Span(s, e), tf),
+        Cow::Owned(t) => (Term::Owned(t.into_boxed_str()), tf),
+    }));
+    counts.extend(cjk.into_iter().map(|(key, tf)| (Term::Cjk(key), tf)));
     Analyzed {
         page,
         text: text.into_boxed_str(),
@@ -118,10 +129,52 @@ pub fn analyze(page: u64, text: String) -> Analyzed {
     }
 }
 
+/// Term ids by term: words by their text, CJK tokens by [`cjk_key`].
+#[derive(Debug, Default)]
+struct Vocabulary {
+    words: FxMap<Box<str>, u32>,
+    cjk: FxMap<u64, u32>,
+}
+
+impl Vocabulary {
+    fn get(&self, term: &str) -> Option<u32> {
+        match cjk_key(term) {
+            Some(key) => self.cjk.get(&key).copied(),
+            None => self.words.get(term).copied(),
+        }
+    }
+
+    /// The id of `term` of `a`, made `next` if it is new (then `true`).
+    fn intern(&mut self, a: &Analyzed, term: &Term, next: u32) -> (u32, bool) {
+        let slot = match term {
+            Term::Cjk(key) => self.cjk.entry(*key).or_insert(next),
+            Term::Span(s, e) => self.word(&a.text[*s as usize..*e as usize], next),
+            Term::Owned(t) => self.word(t, next),
+        };
+        (*slot, *slot == next)
+    }
+
+    fn word(&mut self, word: &str, next: u32) -> &mut u32 {
+        if !self.words.contains_key(word) {
+            self.words.insert(word.into(), next);
+        }
+        self.words.get_mut(word).expect("just inserted")
+    }
+
+    /// Keep the terms `keep` says yes to, renumbered by `renumber` (old id to new id).
+    fn retain_renumbered(&mut self, mut keep: impl FnMut(u32) -> bool, mut renumber: impl FnMut(u32) -> u32) {
+        self.words.retain(|_, id| keep(*id));
+        self.cjk.retain(|_, id| keep(*id));
+        for id in self.words.values_mut().chain(self.cjk.values_mut()) {
+            *id = renumber(*id);
+        }
+    }
+}
+
 /// The inverted index. Not synchronised: the binding puts it behind a lock.
 #[derive(Debug, Default)]
 pub struct SearchIndex {
-    terms: FxMap<Box<str>, u32>,
+    terms: Vocabulary,
     postings: Vec<Vec<Posting>>,
     /// Live documents holding each term.
     df: Vec<u32>,
@@ -164,16 +217,13 @@ impl SearchIndex {
         }
         let slot = u32::try_from(self.docs.len()).expect("fewer than 2^32 documents");
         for (term, tf) in &a.counts {
-            let (term, tf) = (a.term(term), *tf);
-            let id = if let Some(&id) = self.terms.get(term) {
-                id
-            } else {
-                let id = u32::try_from(self.postings.len()).expect("fewer than 2^32 terms");
-                self.terms.insert(term.into(), id);
+            let next = u32::try_from(self.postings.len()).expect("fewer than 2^32 terms");
+            let (id, new) = self.terms.intern(&a, term, next);
+            if new {
                 self.postings.push(Vec::new());
                 self.df.push(0);
-                id
-            };
+            }
+            let tf = *tf;
             self.postings[id as usize].push(Posting { slot, tf });
             self.df[id as usize] += 1;
         }
@@ -193,10 +243,13 @@ impl SearchIndex {
         doc.live = false;
         self.total_len -= u64::from(doc.len);
         let text = std::mem::take(&mut doc.text);
-        for term in term_counts(&text).0.keys() {
-            if let Some(&id) = self.terms.get(term.as_ref()) {
-                self.df[id as usize] -= 1;
-            }
+        let counts = term_counts(&text);
+        let ids = counts.words.keys().filter_map(|w| self.terms.get(w));
+        let ids: Vec<u32> = ids
+            .chain(counts.cjk.keys().filter_map(|k| self.terms.cjk.get(k).copied()))
+            .collect();
+        for id in ids {
+            self.df[id as usize] -= 1;
         }
         self.dead += 1;
     }
@@ -222,18 +275,21 @@ impl SearchIndex {
         self.docs = docs;
         let mut old_postings = std::mem::take(&mut self.postings);
         let old_df = std::mem::take(&mut self.df);
-        self.terms.retain(|_, id| old_df[*id as usize] > 0);
-        for id in self.terms.values_mut() {
-            let mut list = std::mem::take(&mut old_postings[*id as usize]);
-            list.retain_mut(|p| {
-                p.slot = new_slot[p.slot as usize];
-                p.slot != u32::MAX
-            });
-            debug_assert_eq!(list.len(), old_df[*id as usize] as usize);
-            self.df.push(old_df[*id as usize]);
-            *id = self.postings.len() as u32;
-            self.postings.push(list);
-        }
+        let (postings, df) = (&mut self.postings, &mut self.df);
+        self.terms.retain_renumbered(
+            |id| old_df[id as usize] > 0,
+            |id| {
+                let mut list = std::mem::take(&mut old_postings[id as usize]);
+                list.retain_mut(|p| {
+                    p.slot = new_slot[p.slot as usize];
+                    p.slot != u32::MAX
+                });
+                debug_assert_eq!(list.len(), old_df[id as usize] as usize);
+                df.push(old_df[id as usize]);
+                postings.push(list);
+                (postings.len() - 1) as u32
+            },
+        );
         self.dead = 0;
     }
 
@@ -247,17 +303,17 @@ impl SearchIndex {
         let n = live as f64;
         let avglen = self.total_len as f64 / n;
         // The query's distinct known terms, in query order, with their idf.
-        let mut weights: HashMap<&str, (usize, f64)> = HashMap::new();
+        let mut weights: Weights<'_> = HashMap::new();
         let mut ids: Vec<(u32, f64)> = Vec::new();
         tokenize(query, |term, _, _| {
             if weights.contains_key(term.as_ref()) {
                 return;
             }
-            if let Some((stored, &id)) = self.terms.get_key_value(term.as_ref()) {
+            if let Some(id) = self.terms.get(&term) {
                 let df = f64::from(self.df[id as usize]);
                 if df > 0.0 {
                     let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-                    weights.insert(stored, (ids.len(), idf));
+                    weights.insert(term, (ids.len(), idf));
                     ids.push((id, idf));
                 }
             }
@@ -304,7 +360,7 @@ impl SearchIndex {
 /// total idf of distinct query terms (the earliest such window), with some context before it,
 /// cut on character boundaries (never inside a word when a word boundary is near), whitespace
 /// runs collapsed to one space, and "…" where text was cut off.
-fn snippet(text: &str, weights: &HashMap<&str, (usize, f64)>, width: usize) -> String {
+fn snippet(text: &str, weights: &Weights<'_>, width: usize) -> String {
     let width = width.max(1);
     let starts: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
     let nchars = starts.len();
@@ -356,11 +412,7 @@ fn snippet(text: &str, weights: &HashMap<&str, (usize, f64)>, width: usize) -> S
 /// fits in `width` characters (a single longer match is a run by itself); the earliest on ties.
 /// `matches` are sorted, so their ends never decrease and a run's end is its last match's end.
 /// O(matches). None without matches.
-fn best_window(
-    matches: &[(usize, usize, usize)],
-    weights: &HashMap<&str, (usize, f64)>,
-    width: usize,
-) -> Option<(usize, usize)> {
+fn best_window(matches: &[(usize, usize, usize)], weights: &Weights<'_>, width: usize) -> Option<(usize, usize)> {
     let mut idf = vec![0.0; weights.len()];
     for &(t, w) in weights.values() {
         idf[t] = w;
@@ -443,6 +495,7 @@ mod tests {
             }
         }
         assert!(ix.dead < ix.slots.len(), "compacted");
+        assert_eq!(ix.terms.words.len() + ix.terms.cjk.len(), ix.postings.len());
         assert_eq!(pages(&ix.search("round4 page7", 1, 80)), [7]);
         assert!(ix.search("round0", 5, 80).is_empty());
         assert_eq!(ix.search("common", 200, 80).len(), 100);
