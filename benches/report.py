@@ -31,6 +31,10 @@ WORKLOAD_ORDER = (
     "count_batch",
     "trim_approx",
     "trim_exact",
+    "put_page",
+    "get_page",
+    "search",
+    "search_build",
 )
 PEER_ORDER = (
     "python",
@@ -43,6 +47,12 @@ PEER_ORDER = (
     "memci-cold",
     "tiktoken",
     "tiktoken-batch",
+    "memci-normal",
+    "memci-add",
+    "directory",
+    "memory",
+    "sqlite-raw",
+    "fts5",
 )
 TITLES = {
     "build": "Build a history, one append at a time",
@@ -61,6 +71,10 @@ TITLES = {
     "count_batch": "o200k_base token count of every text, one batch call",
     "trim_approx": "trim to 20% of the tokens, approximate counter (system kept, start on user)",
     "trim_exact": "trim to 20% of the tokens, exact o200k_base counter (system kept, start on user)",
+    "put_page": "100 x put_page into a store of n archived pages (SqliteStorage, synchronous=FULL)",
+    "get_page": "1,000 x get_page of random pages from a store of n (SqliteStorage)",
+    "search": "100 searches (1-3 words, some CJK), k=5 with snippets, over n pages (PageSearch, BM25)",
+    "search_build": "index n page texts (PageSearch.extend)",
 }
 
 
@@ -109,6 +123,10 @@ NOTES = [
     "must look at every dict, which bounds them.",
     "trim_*: `memci` reuses the counts cached by earlier rounds (the agent-loop case); `memci-cold` "
     "counts in the round, on a new array each time.",
+    "put_page/get_page/search: sizes count archived pages, not messages; no DESIGN.md target. "
+    "`memci-normal` is SqliteStorage with synchronous=NORMAL; `directory` and `memory` are memci's other "
+    "stores; `sqlite-raw` is json.dumps + one INSERT with no checks; `python` is the same BM25 in pure "
+    "Python (same hits and scores); `fts5` is SQLite FTS5's bm25() with its own tokenizer.",
     "Peers missing from a table were skipped (not installed, or too slow for the run: see benches/conftest.py).",
 ]
 MEMORY_TARGET = 0.6
@@ -160,6 +178,8 @@ def load(path: str) -> tuple[dict[tuple[str, str], dict[str, float]], dict[tuple
         workload, peer, size = key
         if workload == "memory":
             memory[size, peer] = bench.get("extra_info") or {}
+        elif workload == "page_bytes":
+            continue  # sizes, not times: page_bytes_table()
         else:
             times.setdefault((workload, size), {})[peer] = bench["stats"]["median"]
     return times, memory
@@ -273,6 +293,36 @@ def _relative(value: float | None, history: float | None) -> str:
     return f"{fmt_bytes(value)} ({value / history:.3g}x)"
 
 
+def page_bytes_table(path: str) -> list[str]:
+    """Bytes per archived page on disk (bench_storage.py's ``page_bytes``), by size and store."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    rows: dict[str, dict[str, dict[str, Any]]] = {}
+    for bench in data.get("benchmarks", []):
+        key = describe(bench)
+        if key is not None and key[0] == "page_bytes":
+            rows.setdefault(key[2], {})[key[1]] = bench.get("extra_info") or {}
+    if not rows:
+        return []
+    out = [
+        "### page_bytes: bytes on disk per archived page",
+        "",
+        "| pages | JSON of a page | SqliteStorage (x JSON) | DirectoryStorage files | DirectoryStorage disk blocks |",
+        "|---|---|---|---|---|",
+    ]
+    for size in _order(list(rows), SIZE_ORDER):
+        by = rows[size]
+        payload = by.get("json", {}).get("bytes_per_page")
+        sqlite = by.get("memci", {}).get("bytes_per_page")
+        ratio = f" ({fmt_ratio(sqlite / payload)})" if sqlite and payload else ""
+        directory = by.get("directory", {})
+        out.append(
+            f"| {size} | {fmt_bytes(payload)} | {fmt_bytes(sqlite)}{ratio} | "
+            f"{fmt_bytes(directory.get('bytes_per_page'))} | {fmt_bytes(directory.get('disk_bytes_per_page'))} |"
+        )
+    return [*out, ""]
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print(__doc__.splitlines()[0], file=sys.stderr)
@@ -281,6 +331,7 @@ def main(argv: list[str]) -> int:
     lines = ["## memci benchmarks (medians)", ""]
     lines += workload_tables(times)
     lines += memory_table(memory)
+    lines += page_bytes_table(argv[0])
     if times:
         lines += ["Notes:", "", *[f"- {note}" for note in NOTES]]
     print("\n".join(lines))

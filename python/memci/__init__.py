@@ -19,24 +19,35 @@ from memci.errors import (
     MemciError,
     PositionError,
     StateError,
+    StorageError,
 )
 from memci.results import BatchSnapshot, OperationResult, Stats
 from memci.sanitize import RemovedMessage, SanitizeResult, ValidationResult, sanitize_messages, validate_messages
+from memci.search import PageSearch, SearchHit
+from memci.storage import DirectoryStorage, MemoryStorage, RedisStorage, SqliteStorage, Storage
 from memci.usage import TokenUsage, Usage, UsageRecord
 
 __all__ = [
     "BatchError",
     "BatchSnapshot",
+    "DirectoryStorage",
     "InvalidMessageError",
     "InvalidOperationError",
     "MemciError",
+    "MemoryStorage",
     "MessageArray",
     "OperationResult",
+    "PageSearch",
     "PositionError",
+    "RedisStorage",
     "RemovedMessage",
     "SanitizeResult",
+    "SearchHit",
+    "SqliteStorage",
     "StateError",
     "Stats",
+    "Storage",
+    "StorageError",
     "TokenUsage",
     "Usage",
     "UsageRecord",

@@ -15,6 +15,7 @@ _Message = dict[str, Any]
 __all__ = [
     "MessageStore",
     "MessageView",
+    "SearchIndex",
     "__version__",
     "allocated_bytes",
     "count_message",
@@ -171,3 +172,17 @@ def reply_priming(encoding: str) -> int:
 
 def ranks_file(encoding: str) -> str:
     """The ranks file of an exact encoding, in tiktoken's format."""
+@final
+class SearchIndex:
+    """BM25 over page texts (an inverted index); the GIL is released while it works."""
+
+    def __new__(cls, snippet_chars: int = 160) -> SearchIndex: ...
+    @property
+    def snippet_chars(self) -> int: ...
+    def __len__(self) -> int: ...
+    def add(self, page: int, text: str) -> None:
+        """Index text as page (>= 0), replacing what that page held. O(tokens)."""
+    def add_many(self, items: Sequence[tuple[int, str]]) -> None:
+        """add() for each item, in order; tokenizes in parallel."""
+    def search(self, query: str, k: int) -> list[tuple[int, float, str]]:
+        """(page, score, snippet) of the k best pages, best first; ties to the lower page."""

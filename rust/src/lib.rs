@@ -24,6 +24,9 @@ mod _core {
         count_message, count_message_list, count_text, count_texts, encoding_name, ranks_file, reply_priming,
     };
 
+    #[pymodule_export]
+    use crate::python::search::SearchIndex;
+
     #[pymodule_init]
     fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
         use pyo3::types::PyModuleMethods;

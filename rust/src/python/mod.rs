@@ -5,6 +5,7 @@ pub mod convert;
 pub mod decoded;
 pub mod errors;
 pub mod pairs;
+pub mod search;
 pub mod store;
 pub mod tokens;
 pub mod trim;
