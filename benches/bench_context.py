@@ -20,19 +20,16 @@ Workloads (the size label counts *archived pages*: 1k or 10k, about 4.6 messages
   in ``SqliteStorage`` (a file in a temporary directory, one transaction per page). Each timed call
   is one round, so rounds per second is ``1 / median``; the system keeps growing as calls run.
 - ``context_build``: one ``build_messages()`` with n=5 active pages and a full contents page (just
-  under the LRU trigger of the default 2000-token cap). ``python-window`` renders the same contents
-  text and copies the same five pages by hand.
+  under the LRU trigger of the default 2000-token cap), sanitizer included. ``python-window``
+  renders the same contents text, copies the same five pages and runs the pure-Python sanitizer
+  (``benches/pure_sanitize.py``) over them.
 
-Token counts use ``memci.tokens`` (o200k_base) when it is installed; otherwise an approximate
-counter (``len(text) // 4``), named in each case's ``extra_info``.
+Tokens are counted exactly (``memci.tokens``, o200k_base), as a ContextSystem does by default.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import tempfile
-from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -40,6 +37,7 @@ from typing import Any
 import generator
 import harness
 import memci
+import pure_sanitize
 import pytest
 from pure_python import copy_json
 
@@ -66,12 +64,6 @@ BUILD_CASES = harness.cases(BUILD_PEERS, sizes=("1k",))
 Message = dict[str, Any]
 
 
-def _counter() -> tuple[Callable[[str], int] | None, str]:
-    if importlib.util.find_spec("memci.tokens") is not None:
-        return None, "memci.tokens o200k_base"
-    return (lambda text: len(text) // 4), "approximate len/4 (memci.tokens not installed)"
-
-
 @cache
 def interactions() -> tuple[tuple[Message, ...], ...]:
     """The generated conversation cut into user interactions (the system prompt left out)."""
@@ -83,27 +75,18 @@ def interactions() -> tuple[tuple[Message, ...], ...]:
     return tuple(tuple(i) for i in out[:-1])  # the last one may be cut short
 
 
-def _storage(peer: str) -> Any:
+def _storage(peer: str) -> memci.Storage:
     if peer == "memci-sqlite":
-        if not hasattr(memci, "SqliteStorage"):
-            pytest.skip("memci.SqliteStorage has not landed")
-        folder = tempfile.mkdtemp(prefix="memci-bench-")
-        return memci.SqliteStorage(str(Path(folder) / "context.db"))  # type: ignore[attr-defined]
-    if not hasattr(memci, "MemoryStorage"):
-        pytest.skip("memci.MemoryStorage has not landed")
-    return memci.MemoryStorage()  # type: ignore[attr-defined]
+        return memci.SqliteStorage(str(Path(tempfile.mkdtemp(prefix="memci-bench-")) / "context.db"))
+    return memci.MemoryStorage()
 
 
 class _System:
     """A context system that has archived ``pages`` pages, and where the conversation goes next."""
 
     def __init__(self, peer: str, pages: int) -> None:
-        counter, self.counting = _counter()
         self.ctx = memci.ContextSystem(
-            generator.conversation(1)[0]["content"],
-            active_pages=ACTIVE_PAGES,
-            storage=_storage(peer),
-            counter=counter,
+            generator.conversation(1)[0]["content"], active_pages=ACTIVE_PAGES, storage=_storage(peer)
         )
         self.next = 0
         self.rounds(pages + ACTIVE_PAGES)
@@ -116,7 +99,7 @@ class _System:
                 ctx.add(m)
             self.next += 1
             ctx.end_round()
-            sent = ctx.build_messages(sanitize=hasattr(memci, "sanitize_messages"))
+            sent = ctx.build_messages()
         return sent
 
 
@@ -196,7 +179,7 @@ def test_context_round(benchmark: Any, request: pytest.FixtureRequest, peer: str
         return
     system = _system(peer, size)
     before = system.next
-    harness.label(benchmark, "context_round", peer, size, rounds=ROUNDS, tokens=system.counting)
+    harness.label(benchmark, "context_round", peer, size, rounds=ROUNDS)
     sent = harness.measure(benchmark, system.rounds, lambda: ((ROUNDS,), {}), slow=slow)
     ctx = system.ctx
     archived = system.next - ACTIVE_PAGES
@@ -210,14 +193,9 @@ def test_context_round(benchmark: Any, request: pytest.FixtureRequest, peer: str
 
 def _full_contents() -> memci.ContextSystem:
     """n=5 pages active and the contents page just under the LRU trigger (0.9 x 2000 tokens)."""
-    counter, _ = _counter()
     policy = memci.ArchivePolicy(unrecalled_rounds=10**6, unchanged_rounds=10**6)
     ctx = memci.ContextSystem(
-        "You are a careful coding agent.",
-        active_pages=ACTIVE_PAGES,
-        storage=_storage("memci"),
-        counter=counter,
-        policy=policy,
+        "You are a careful coding agent.", active_pages=ACTIVE_PAGES, storage=_storage("memci"), policy=policy
     )
     todo = interactions()
     at = 0
@@ -235,10 +213,9 @@ def _full_contents() -> memci.ContextSystem:
 def test_context_build(benchmark: Any, peer: str, size: str) -> None:
     ctx = _full_contents()
     harness.label(benchmark, "context_build", peer, size, contents_tokens=ctx.contents_tokens())
-    sanitize = hasattr(memci, "sanitize_messages")
-    expected = ctx.build_messages(sanitize=sanitize)
+    expected = ctx.build_messages()
     if peer == "memci":
-        sent = harness.measure(benchmark, lambda: ctx.build_messages(sanitize=sanitize))
+        sent = harness.measure(benchmark, ctx.build_messages)
     else:
         system = expected[:2]
         contents = ctx.contents
@@ -254,7 +231,8 @@ def test_context_build(benchmark: Any, peer: str, size: str) -> None:
                     ),
                 ]
             )
-            return [*map(copy_json, system), {"role": "system", "content": text}, *map(copy_json, pages)]
+            window = [*map(copy_json, system), {"role": "system", "content": text}, *map(copy_json, pages)]
+            return pure_sanitize.sanitize_messages(window)[0]
 
         sent = harness.measure(benchmark, by_hand)
     assert len(sent) == len(expected)

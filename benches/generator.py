@@ -16,6 +16,7 @@ takes well under a second; every message still owns its own string objects.
 from __future__ import annotations
 
 import json
+import os
 import random
 from functools import lru_cache
 from typing import Any
@@ -24,6 +25,27 @@ Message = dict[str, Any]
 
 #: Sizes the benches run at, with their labels.
 SIZES = {"1k": 1_000, "10k": 10_000, "100k": 100_000}
+
+
+def _selected_sizes() -> frozenset[str]:
+    """The labels of the sizes ``MEMCI_BENCH_SIZES`` names (message counts, comma-separated, e.g.
+    ``1000,10000``); every size when it is unset."""
+    raw = os.environ.get("MEMCI_BENCH_SIZES", "").strip()
+    if not raw:
+        return frozenset(SIZES)
+    by_count = {n: label for label, n in SIZES.items()}
+    try:
+        counts = {int(part) for part in raw.split(",") if part.strip()}
+    except ValueError:
+        raise SystemExit(f"MEMCI_BENCH_SIZES must be counts like 1000,10000; got {raw!r}") from None
+    unknown = sorted(counts - by_count.keys())
+    if unknown:
+        raise SystemExit(f"MEMCI_BENCH_SIZES: no bench size {unknown}; the sizes are {sorted(by_count)}")
+    return frozenset(by_count[n] for n in counts)
+
+
+#: The sizes this run measures (``harness.cases`` leaves the others out).
+SELECTED = _selected_sizes()
 
 #: Each is inserted into about 3% of the texts and appears nowhere else.
 KEYWORDS = ("deprecated", "FIXME", "password")
@@ -129,6 +151,38 @@ def conversation(n: int, seed: int = 7) -> list[Message]:
     """``n`` messages, the same for the same ``(n, seed)``. Cached: do not mutate the dicts
     (every store under test copies them, which is the point)."""
     return list(_cached(n, seed))
+
+
+#: The share of tool-call groups :func:`broken_conversation` damages.
+BROKEN_SHARE = 0.01
+
+
+@lru_cache(maxsize=8)
+def _broken(n: int, seed: int, share: float) -> tuple[Message, ...]:
+    rng = random.Random(seed * 7919 + n)
+    messages = list(_cached(n, seed))
+    groups = [i for i, m in enumerate(messages) if m.get("tool_calls")]
+    chosen = sorted(rng.sample(groups, max(1, round(share * len(groups)))), reverse=True)
+    for k, i in enumerate(chosen):
+        calls = messages[i]["tool_calls"]
+        results = range(i + 1, i + 1 + len(calls))
+        damage = k % 4
+        if damage == 0:  # the last result lost: a partly answered group
+            del messages[results[-1]]
+        elif damage == 1:  # every result lost: an unanswered call (a cut in the middle of a turn)
+            del messages[results.start : results.stop]
+        elif damage == 2:  # a result sent twice
+            messages.insert(results.stop, dict(messages[results.start]))
+        else:  # a result whose call was cut away: an orphan
+            messages.insert(results.stop, {"role": "tool", "tool_call_id": f"lost_{k}", "content": "stale result"})
+    return tuple(messages)
+
+
+def broken_conversation(n: int, seed: int = 7, share: float = BROKEN_SHARE) -> list[Message]:
+    """:func:`conversation` with ``share`` of its tool-call groups damaged, in turn: the last result
+    lost, every result lost, a result sent twice, an orphan result added (so its length is about
+    ``n``). Cached like :func:`conversation`: do not mutate the dicts."""
+    return list(_broken(n, seed, share))
 
 
 def fresh(n: int, seed: int = 7) -> list[Message]:

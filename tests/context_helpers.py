@@ -54,14 +54,21 @@ class FailingStorage(DictStorage):
         super().put_page(index, page)
 
 
-def words(text: str) -> int:
-    """A deterministic token counter: whitespace-separated words."""
-    return len(text.split())
+def _text(message: Message) -> str:
+    content = message.get("content")
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False) if content else ""
+    calls = " ".join(c["function"]["name"] + " " + c["function"]["arguments"] for c in message.get("tool_calls") or ())
+    return f"{text} {calls}"
 
 
-def pages_counter(text: str) -> int:
+def words(message: Message) -> int:
+    """A deterministic message counter: 4 for the message, plus its whitespace-separated words."""
+    return 4 + len(_text(message).split())
+
+
+def pages_counter(message: Message) -> int:
     """Ten tokens per contents entry (``[page N]`` tag), nothing else: policy arithmetic made plain."""
-    return 10 * text.count("[page ")
+    return 10 * _text(message).count("[page ")
 
 
 class FixedSummarizer:
@@ -125,7 +132,3 @@ def texts(messages: list[Message]) -> list[str]:
         content = m.get("content")
         out.append(content if isinstance(content, str) else json.dumps(m, ensure_ascii=False))
     return out
-
-
-def has_sanitizer() -> bool:
-    return hasattr(memci, "sanitize_messages")

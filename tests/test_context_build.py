@@ -8,15 +8,12 @@ import pytest
 from context_helpers import (
     FixedSummarizer,
     calling,
-    has_sanitizer,
     interaction,
     make,
     run_rounds,
     user,
     words,
 )
-
-needs_sanitizer = pytest.mark.skipif(not has_sanitizer(), reason="memci.sanitize_messages (issue 3) has not landed")
 
 
 def test_a_new_system_sends_only_its_system_segment():
@@ -83,10 +80,16 @@ def test_build_messages_returns_fresh_dicts():
 def test_token_count_counts_what_build_messages_sends():
     ctx = make(active_pages=1)
     run_rounds(ctx, 1, 3)
-    sent = ctx.build_messages(sanitize=False)
-    expected = sum(4 + words(m["content"]) for m in sent if isinstance(m["content"], str))
-    expected += sum(4 + words("lookup") + words('{"q": "x"}') for m in sent if m["content"] is None)
-    assert ctx.token_count() == expected
+    assert ctx.token_count() == sum(map(words, ctx.build_messages(sanitize=False)))
+
+
+def test_tokens_are_exact_o200k_base_by_default():
+    ctx = memci.ContextSystem("You are terse.", storage=memci.MemoryStorage())
+    ctx.add(user("How many tokens is this?"))
+    assert ctx.token_count() == memci.tokens.count_messages(ctx.build_messages(sanitize=False))
+    assert ctx.encoding == "o200k_base"
+    with pytest.raises(memci.InvalidOperationError):
+        memci.ContextSystem("x", encoding="no-such-encoding")
 
 
 # ---- max_context_tokens --------------------------------------------------------------------------
@@ -141,7 +144,6 @@ def test_a_window_that_fits_is_left_alone():
 # ---- the sanitizer -------------------------------------------------------------------------------
 
 
-@needs_sanitizer
 def test_build_messages_sanitizes_what_it_sends():
     ctx = make()
     ctx.add(user("go"))
@@ -151,7 +153,6 @@ def test_build_messages_sanitizes_what_it_sends():
     assert ctx.build_messages(sanitize=False)[-1] == calling("dangling")
 
 
-@needs_sanitizer
 def test_what_build_messages_sends_validates_for_both_apis():
     ctx = make(active_pages=2)
     run_rounds(ctx, 1, 6)
@@ -161,5 +162,7 @@ def test_what_build_messages_sends_validates_for_both_apis():
     ctx.add(ctx.handle_tool_call(call))
     sent = ctx.build_messages()
     assert memci.validate_messages(sent).valid
-    anthropic = memci.formats.to_anthropic(sent)  # type: ignore[attr-defined]
-    assert memci.validate_messages(anthropic).valid
+    anthropic = memci.formats.to_anthropic(sent)
+    assert "Contents of archived pages" in str(anthropic["system"]), "the contents page goes to system"
+    assert anthropic["messages"][0]["role"] == "user"
+    assert memci.validate_messages(anthropic["messages"]).valid

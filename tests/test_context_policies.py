@@ -135,9 +135,9 @@ def test_lru_does_nothing_at_or_below_the_trigger():
 def test_lru_checks_the_real_count_after_its_estimate():
     """Tokens may merge across entries: LRU stops on the real count of the contents page."""
 
-    def merging(text: str) -> int:
+    def merging(message: dict[str, object]) -> int:
         # Each entry costs 10 alone but pairs of entries share 5 tokens on the page.
-        n = text.count("[page ")
+        n = str(message["content"]).count("[page ")
         return 10 * n - 5 * (n // 2)
 
     ctx = make(

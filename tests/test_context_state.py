@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
 from typing import Any
 
 import memci
 import pytest
 from context_helpers import DictStorage, FixedSummarizer, assistant, make, run_rounds, user, words
-
-needs_search = pytest.mark.skipif(
-    importlib.util.find_spec("memci.search") is None, reason="memci.search (the storage branch) has not landed"
-)
 
 
 def busy(storage: DictStorage | None = None) -> memci.ContextSystem:
@@ -114,7 +109,6 @@ def test_a_tampered_state_is_a_state_error_naming_the_part(change: Any, named: s
     assert named in str(caught.value)
 
 
-@needs_search
 def test_search_finds_archived_pages_dropped_ones_included_and_is_rebuilt_on_load():
     ctx = busy()
     dropped = ctx.dropped[0].index

@@ -4,16 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import memci
 import pytest
 from memci.demo import main
 
-needs_sqlite = pytest.mark.skipif(
-    not hasattr(memci, "SqliteStorage"), reason="memci.SqliteStorage (the storage branch) has not landed"
-)
 
-
-@needs_sqlite
 def test_the_demo_runs_a_conversation_on_sqlite_and_loads_it_back(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ):

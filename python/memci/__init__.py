@@ -9,7 +9,7 @@
 See :class:`MessageArray`, the configs of :mod:`memci.ops`, and ``docs/message-array.md``.
 """
 
-from memci import ops
+from memci import formats, ops, tokens
 from memci._core import __version__
 from memci.array import MessageArray
 from memci.contents import ArchivePolicy, ContentsEntry, DroppedEntry, PageListing, RoundResult
@@ -23,10 +23,15 @@ from memci.errors import (
     PageError,
     PositionError,
     StateError,
+    StorageError,
     SummaryError,
 )
 from memci.results import BatchSnapshot, OperationResult, Stats
+from memci.sanitize import RemovedMessage, SanitizeResult, ValidationResult, sanitize_messages, validate_messages
+from memci.search import PageSearch, SearchHit
+from memci.storage import DirectoryStorage, MemoryStorage, RedisStorage, SqliteStorage, Storage
 from memci.summary import CallableSummarizer, ExtractiveSummarizer, PageSummary, Summarizer
+from memci.usage import TokenUsage, Usage, UsageRecord
 
 __all__ = [
     "ArchivePolicy",
@@ -36,24 +41,42 @@ __all__ = [
     "ContentsEntry",
     "ContextOverflowError",
     "ContextSystem",
+    "DirectoryStorage",
     "DroppedEntry",
     "Entry",
     "ExtractiveSummarizer",
     "InvalidMessageError",
     "InvalidOperationError",
     "MemciError",
+    "MemoryStorage",
     "MessageArray",
     "OperationResult",
     "Page",
     "PageError",
     "PageListing",
+    "PageSearch",
     "PageSummary",
     "PositionError",
+    "RedisStorage",
+    "RemovedMessage",
     "RoundResult",
+    "SanitizeResult",
+    "SearchHit",
+    "SqliteStorage",
     "StateError",
     "Stats",
+    "Storage",
+    "StorageError",
     "Summarizer",
     "SummaryError",
+    "TokenUsage",
+    "Usage",
+    "UsageRecord",
+    "ValidationResult",
     "__version__",
+    "formats",
     "ops",
+    "sanitize_messages",
+    "tokens",
+    "validate_messages",
 ]

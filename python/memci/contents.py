@@ -145,6 +145,7 @@ class ArchiveChapter:
 
     __slots__ = (
         "_count",
+        "_count_lines",
         "_entry_text",
         "_entry_tokens",
         "_header",
@@ -155,9 +156,14 @@ class ArchiveChapter:
         "policy",
     )
 
-    def __init__(self, policy: ArchivePolicy, count: Callable[[str], int], header: str) -> None:
+    def __init__(
+        self, policy: ArchivePolicy, count: Callable[[str], int], count_lines: Callable[[str], int], header: str
+    ) -> None:
+        """``count(text)``: the tokens of the contents page holding ``text``; ``count_lines(text)``:
+        what ``text`` adds to it (one entry's lines, for LRU's estimate)."""
         self.policy = policy
         self._count = count
+        self._count_lines = count_lines
         self._header = header
         #: Visible entries by index, in ascending index order.
         self.entries: dict[int, ContentsEntry] = {}
@@ -209,7 +215,7 @@ class ArchiveChapter:
     def _entry_cost(self, entry: ContentsEntry) -> int:
         cost = self._entry_tokens.get(entry.index)
         if cost is None:
-            cost = self._entry_tokens[entry.index] = self._count(self._rendered(entry))
+            cost = self._entry_tokens[entry.index] = self._count_lines(self._rendered(entry))
         return cost
 
     def _changed(self, index: int) -> None:

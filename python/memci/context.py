@@ -13,13 +13,12 @@ Semantics and decisions: ``docs/context-system.md``.
 
 from __future__ import annotations
 
-import importlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, overload
+from typing import Any, Literal, overload
 
-from memci import _core, recall
+from memci import _core, recall, tokens
 from memci.contents import (
     RULES,
     ArchiveChapter,
@@ -30,15 +29,17 @@ from memci.contents import (
     RoundResult,
 )
 from memci.errors import ContextOverflowError, InvalidMessageError, InvalidOperationError, PageError, StateError
+from memci.sanitize import sanitize_messages
+from memci.search import PageSearch, SearchHit, page_text
+from memci.storage import MemoryStorage, Storage
 from memci.summary import PageSummary, Summarizer, as_summarizer, checked
+from memci.tokens import Counter
 
 __all__ = ["ContextSystem", "Entry", "Page"]
 
 Message = dict[str, Any]
 STATE_VERSION = 1
 STATE_KIND = "memci.ContextSystem"
-#: What a counter gives each message on top of its text (role and framing), like the chat APIs.
-MESSAGE_OVERHEAD = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,59 +67,35 @@ class Page:
         return [e.message for e in self.entries]
 
 
-class Storage(Protocol):
-    """Where archived pages and the saved state go (``memci.storage``): JSON-able dicts only."""
-
-    def put_page(self, index: int, page: dict[str, Any]) -> None: ...
-    def get_page(self, index: int) -> dict[str, Any] | None: ...
-    def page_indices(self) -> list[int]: ...
-    def save_state(self, state: dict[str, Any]) -> None: ...
-    def load_state(self) -> dict[str, Any] | None: ...
-    def close(self) -> None: ...
-
-
-Counter = Callable[[str], int]
 ToolFormat = Literal["openai", "anthropic", "attp"]
 
 
 class _Tokens:
-    """Counts text and messages with ``memci.tokens`` in the system's encoding, or with a
-    ``counter(text) -> int`` given by the caller (each message then costs its text pieces plus
-    :data:`MESSAGE_OVERHEAD`)."""
+    """Counts with ``memci.tokens`` in the system's encoding, or with the caller's message
+    ``counter`` (as everywhere in memci: a message dict in, its tokens out). The contents page is
+    counted as the system message it is sent as."""
 
-    __slots__ = ("counter", "encoding", "module")
+    __slots__ = ("counter", "encoding", "overhead")
 
     def __init__(self, encoding: str, counter: Counter | None) -> None:
-        self.encoding = encoding
-        self.counter = counter
-        self.module: Any = None
-        if counter is None:
-            try:
-                self.module = importlib.import_module("memci.tokens")
-            except ImportError:
-                raise InvalidOperationError(
-                    "ContextSystem: token counting needs memci.tokens, which is not available; pass counter="
-                ) from None
-        elif not callable(counter):
-            raise InvalidOperationError(f"ContextSystem: counter must be callable, got {type(counter).__name__}")
+        self.encoding, self.counter = tokens.resolve("ContextSystem", encoding, counter)
+        self.encoding = encoding if self.counter is not None else self.encoding
+        #: What a system message costs beyond its text: subtracted from one entry's lines when
+        #: they are counted alone.
+        self.overhead = self.text_message("")
 
-    def text(self, text: str) -> int:
+    def text_message(self, text: str) -> int:
+        message = {"role": "system", "content": text}
         if self.counter is not None:
-            return int(self.counter(text))
-        return int(self.module.count(text, encoding=self.encoding))
+            return tokens.counted("ContextSystem: counter", self.counter, message)
+        return tokens.count_message(message, self.encoding)
+
+    def lines(self, text: str) -> int:
+        """The tokens ``text`` adds to the contents page."""
+        return max(0, self.text_message(text) - self.overhead)
 
     def messages(self, messages: list[Message]) -> int:
-        if self.counter is None:
-            return int(self.module.count_messages(messages, encoding=self.encoding))
-        if not messages:
-            return 0
-        total = 0
-        for message, text in zip(messages, _core.message_texts(messages), strict=True):
-            total += MESSAGE_OVERHEAD + (self.counter(text) if text else 0)
-            for call in message.get("tool_calls") or ():
-                function = call["function"]
-                total += self.counter(function["name"]) + self.counter(function["arguments"])
-        return total
+        return tokens.count_messages(messages, self.encoding, counter=self.counter)
 
 
 def _system_message(prompt: str | Message) -> Message:
@@ -140,21 +117,6 @@ def _positive(name: str, value: object, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidOperationError(f"ContextSystem: {name} must be an int >= {minimum}, got {value!r}")
     return value
-
-
-def _default_storage() -> Storage:
-    module = importlib.import_module("memci.storage")
-    storage: Storage = module.MemoryStorage()
-    return storage
-
-
-def _new_search() -> Any:
-    """A ``memci.search.PageSearch``, or None where search is not available."""
-    try:
-        module = importlib.import_module("memci.search")
-    except ImportError:
-        return None
-    return module.PageSearch()
 
 
 class ContextSystem:
@@ -208,14 +170,16 @@ class ContextSystem:
         self._encoding = encoding
         self._tokens = _Tokens(encoding, counter)
         self._summarizer = as_summarizer(summarizer)
-        self._storage = _default_storage() if storage is None else storage
+        self._storage: Storage = MemoryStorage() if storage is None else storage
         self._lock = threading.RLock()
         self._round = 0
         self._window = _core.PageWindow()
         self._window.set_system([self._system_prompt, {"role": "system", "content": recall.system_note(tools)}])
         self._system_len = self._window.system_len
-        self._archive = ArchiveChapter(policy, self._tokens.text, recall.contents_hint(tools))
-        self._search = _new_search()
+        self._archive = ArchiveChapter(
+            policy, self._tokens.text_message, self._tokens.lines, recall.contents_hint(tools)
+        )
+        self._search = PageSearch()
 
     # ---- the conversation ------------------------------------------------------------------------
 
@@ -273,21 +237,17 @@ class ContextSystem:
         """Archive summarised active pages: storage first (the step that can fail), then the O(1)
         unlink, the contents entry and the search index."""
         for page, summary in prepared:
-            messages = page.messages()
-            self._storage.put_page(
-                page.index,
-                {
-                    "index": page.index,
-                    "messages": messages,
-                    "summary": summary.summary,
-                    "entry_summaries": list(summary.entry_summaries),
-                    "archived_round": self._round,
-                },
-            )
+            stored = {
+                "index": page.index,
+                "messages": page.messages(),
+                "summary": summary.summary,
+                "entry_summaries": list(summary.entry_summaries),
+                "archived_round": self._round,
+            }
+            self._storage.put_page(page.index, stored)
             self._window.detach(page.index)
             self._archive.add(self._new_entry(page, summary))
-            if self._search is not None:
-                self._search.add(page.index, "\n".join(_core.message_texts(messages)) if messages else "")
+            self._search.add(page.index, page_text(stored))
 
     # ---- what the model sees ----------------------------------------------------------------------
 
@@ -312,9 +272,7 @@ class ContextSystem:
             messages = self._assemble(self._archive.render())
         if not sanitize:
             return messages
-        sanitize_messages = importlib.import_module("memci").sanitize_messages
-        result: list[Message] = sanitize_messages(messages).messages
-        return result
+        return sanitize_messages(messages).messages
 
     def _fit(self, limit: int) -> None:
         tokens = self._tokens.messages(self._assemble(self._archive.render()))
@@ -401,14 +359,12 @@ class ContextSystem:
         with self._lock:
             return self._archive.listing(self._round, limit)
 
-    def search(self, query: str, k: int = 5) -> list[Any]:
-        """The ``k`` archived pages (dropped contents entries included) that best match ``query``:
-        ``memci.search.SearchHit`` records (page index, score, snippet), best first."""
+    def search(self, query: str, k: int = 5) -> list[SearchHit]:
+        """The ``k`` archived pages (dropped contents entries included) that best match ``query``,
+        best first, by BM25 over each page's summary and messages (:class:`memci.PageSearch`):
+        ``SearchHit(page_index, score, snippet)``. Searching counts no recall."""
         with self._lock:
-            if self._search is None:
-                raise InvalidOperationError("search: memci.search is not available")
-            hits: list[Any] = self._search.search(query, k)
-            return hits
+            return self._search.search(query, k)
 
     @overload
     def tool_definitions(self, format: Literal["openai", "anthropic"] = "openai") -> list[dict[str, Any]]: ...
@@ -613,9 +569,9 @@ def _restore(
     for i, raw in enumerate(_field(state, "dropped", list)):
         gone = _dropped(raw, f"state['dropped'][{i}]")
         ctx._archive.dropped[gone.index] = gone
-    if ctx._search is not None:
-        for index in storage.page_indices():
-            stored = storage.get_page(index)
-            if stored is not None and stored.get("messages"):
-                ctx._search.add(index, "\n".join(_core.message_texts(stored["messages"])))
+    ctx._search.extend(
+        (index, page_text(stored))
+        for index in storage.page_indices()
+        if (stored := storage.get_page(index)) is not None
+    )
     return ctx

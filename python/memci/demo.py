@@ -12,12 +12,11 @@ file with ``--db`` and look inside with ``memci inspect PATH``).
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from rich.text import Text
 from memci.contents import ArchivePolicy, RoundResult
 from memci.context import ContextSystem
 from memci.demo_conversation import Agent, Event, ScriptedUser
+from memci.storage import SqliteStorage
 
 Message = dict[str, Any]
 
@@ -39,19 +39,6 @@ POLICY = ArchivePolicy(unrecalled_rounds=10, unchanged_rounds=20, contents_max_t
 ACTIVE_PAGES = 5
 #: The window is shown as the model gets it after this round.
 SHOW_WINDOW_AT = 40
-
-
-def _approximate_tokens(text: str) -> int:
-    """Used only while ``memci.tokens`` is missing: about 4 bytes of UTF-8 per token."""
-    return max(1, len(text.encode("utf-8")) // 4)
-
-
-def _counter() -> tuple[Callable[[str], int] | None, str]:
-    try:
-        importlib.import_module("memci.tokens")
-    except ImportError:
-        return _approximate_tokens, "approximate (4 bytes a token: memci.tokens is not installed)"
-    return None, "o200k_base (memci.tokens)"
 
 
 def _short(text: str, width: int) -> str:
@@ -267,19 +254,14 @@ def _converse(ctx: ContextSystem, rounds: int) -> _Run:
 
 def run(rounds: int, db: Path, console: Console) -> None:
     """Run the scripted conversation on a new SQLite file at ``db`` and show it."""
-    from memci import SqliteStorage  # type: ignore[attr-defined]  # the storage module
-
-    counter, counting = _counter()
-    ctx = ContextSystem(
-        SYSTEM_PROMPT, active_pages=ACTIVE_PAGES, storage=SqliteStorage(str(db)), policy=POLICY, counter=counter
-    )
+    ctx = ContextSystem(SYSTEM_PROMPT, active_pages=ACTIVE_PAGES, storage=SqliteStorage(str(db)), policy=POLICY)
     console.print(
         Panel(
             f"{rounds} rounds of a scripted agent conversation (tool calls, some Chinese and Japanese) "
             f"through a ContextSystem on SqliteStorage({str(db)!r}).\n"
             f"active_pages={ACTIVE_PAGES}; policy: m={POLICY.unrecalled_rounds}, p={POLICY.unchanged_rounds}, "
             f"contents cap {POLICY.contents_max_tokens} tokens (LRU over {POLICY.lru_trigger:.0%}, down to "
-            f"{POLICY.lru_floor:.0%}); tokens: {counting}.",
+            f"{POLICY.lru_floor:.0%}); tokens: {ctx.encoding}, counted exactly.",
             title="memci demo: the paged context system",
             border_style="bold",
         )
@@ -290,18 +272,16 @@ def run(rounds: int, db: Path, console: Console) -> None:
         console.print(panel)
     console.print(_attp_panel(ctx))
     console.print(_tokens_panel(result.window_tokens, result.history_tokens))
-    console.print(_summary(ctx, db, result, counter))
+    console.print(_summary(ctx, db, result))
 
 
-def _summary(ctx: ContextSystem, db: Path, run: _Run, counter: Callable[[str], int] | None) -> Panel:
-    from memci import SqliteStorage  # type: ignore[attr-defined]  # the storage module
-
+def _summary(ctx: ContextSystem, db: Path, run: _Run) -> Panel:
     pages = len(ctx.storage.page_indices())
     ctx.storage.close()
     files = (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"))
     size = sum(p.stat().st_size for p in files if p.exists())
     reopened = SqliteStorage(str(db))
-    same = ContextSystem.load(reopened, counter=counter).state() == ctx.state()
+    same = ContextSystem.load(reopened).state() == ctx.state()
     reopened.close()
     window, history = run.window_tokens[-1], run.history_tokens[-1]
     table = Table(show_header=False, box=None, padding=(0, 2))

@@ -18,6 +18,7 @@ __all__ = [
     "PageError",
     "PositionError",
     "StateError",
+    "StorageError",
     "SummaryError",
 ]
 
@@ -63,3 +64,15 @@ class ContextOverflowError(MemciError, ValueError):
 
 class SummaryError(MemciError, ValueError):
     """A summarizer returned something that is not a summary of the page it was given."""
+
+
+class StorageError(MemciError, ValueError):
+    """A store refused a page or a state, or holds one it cannot read.
+    Raised for a value that is not JSON, a page index that is not a positive int, a page written
+    twice with different content, a corrupt file or database, and a store used after ``close()``.
+    ``where`` names the place: ``page 3: messages[2].metadata``, a file path, or a database path.
+    """
+
+    def __init__(self, message: str, where: str | None = None) -> None:
+        super().__init__(message)
+        self.where = where

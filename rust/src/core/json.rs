@@ -241,6 +241,7 @@ impl Store {
             history,
             marks,
             tool_description,
+            ..Store::default()
         })
     }
 }

@@ -140,32 +140,36 @@ fn check_tool_calls(value: ValueRef<'_>) -> Result<bool, Broken> {
         }
     };
     for (i, call) in calls.values().enumerate() {
-        let place = format!(".tool_calls[{i}]");
+        // Places are formatted only when something is wrong: this runs for every stored call.
+        let place = || format!(".tool_calls[{i}]");
         let Some(fields) = call.as_dict() else {
-            return Err(broken(place, format!("must be a dict, got {}", kind(call))));
+            return Err(broken(place(), format!("must be a dict, got {}", kind(call))));
         };
         for key in ["id", "type"] {
             require_str(fields.field(key), &place, key)?;
         }
-        let place = format!("{place}.function");
+        let function_place = || format!("{}.function", place());
         let Some(function) = fields.field("function") else {
-            return Err(broken(place, "missing"));
+            return Err(broken(function_place(), "missing"));
         };
         let Some(function) = function.as_dict() else {
-            return Err(broken(place, format!("must be a dict, got {}", kind(function))));
+            return Err(broken(
+                function_place(),
+                format!("must be a dict, got {}", kind(function)),
+            ));
         };
         for key in ["name", "arguments"] {
-            require_str(function.field(key), &place, key)?;
+            require_str(function.field(key), &function_place, key)?;
         }
     }
     Ok(calls.count > 0)
 }
 
-fn require_str(value: Option<ValueRef<'_>>, place: &str, key: &str) -> Result<(), Broken> {
+fn require_str(value: Option<ValueRef<'_>>, place: &dyn Fn() -> String, key: &str) -> Result<(), Broken> {
     match value {
-        None => Err(broken(format!("{place}.{key}"), "missing")),
+        None => Err(broken(format!("{}.{key}", place()), "missing")),
         Some(v) if v.as_str().is_none() => Err(broken(
-            format!("{place}.{key}"),
+            format!("{}.{key}", place()),
             format!("must be a str, got {}", kind(v)),
         )),
         Some(_) => Ok(()),

@@ -13,8 +13,10 @@ use crate::core::arena::{Arena, NodeId};
 use crate::core::cow_vec::CowVec;
 use crate::core::error::{Error, Result};
 use crate::core::message::{self, Facts};
+use crate::core::pair_index::PairCache;
 use crate::core::roles::Role;
 use crate::core::snapshot::{History, View};
+use crate::core::token_counts::TokenCounts;
 use crate::core::value::{Encoder, ValueRef, for_each_text};
 
 /// Below this many visible messages a text scan runs on one core (threads cost more than they save).
@@ -154,6 +156,10 @@ pub struct Store {
     /// Tags on stored messages; they belong to the message, not the batch.
     pub(crate) marks: BTreeMap<String, HashSet<NodeId>>,
     pub(crate) tool_description: Option<NodeId>,
+    /// The pair facts of stored messages, read on a scan's first meeting with them.
+    pub(crate) pairs: PairCache,
+    /// Each stored message's token count per encoding, counted when first needed.
+    pub(crate) token_counts: TokenCounts,
 }
 
 impl Store {
@@ -189,7 +195,7 @@ impl Store {
             .collect()
     }
 
-    fn open_batch(&mut self, description: String) {
+    pub(crate) fn open_batch(&mut self, description: String) {
         self.history.end_batch(self.view.clone(), now(), description);
     }
 
@@ -236,6 +242,7 @@ impl Store {
         let id = self.store(incoming)[0];
         let old = self.view.visible[pos];
         self.view.visible.set(pos, id);
+        self.view.token_totals.forget();
         self.view
             .roles
             .move_position(pos as u32, self.arena.role(old), self.arena.role(id));
@@ -286,22 +293,43 @@ impl Store {
 
     /// The visible ids FILTER keeps. O(total text), split across cores for long histories; it
     /// takes no lock of its own, so the binding runs it with the GIL released.
+    ///
+    /// Each keyword is first searched for in the message's stored bytes as they are (one search
+    /// over a contiguous slice, no text extraction); only a message with a match somewhere in its
+    /// bytes (few, for a typical keyword) has its text checked exactly. That shortcut needs every
+    /// match inside a message's text to be a match of its bytes: true for a non-empty keyword
+    /// without `"\n"` (text pieces are stored verbatim and only joined by `"\n"`); other keywords
+    /// take the exact check for every message. Measured at 10k messages: 0.37 ms against 0.54 ms
+    /// for the exact check alone.
     pub fn filtered(&self, conditions: &Conditions) -> CowVec<NodeId> {
         let contains: Vec<Finder<'_>> = conditions.contains.iter().map(|k| Finder::new(k.as_bytes())).collect();
         let excludes: Vec<Finder<'_>> = conditions.excludes.iter().map(|k| Finder::new(k.as_bytes())).collect();
+        let role_ok = |id: NodeId| conditions.roles.is_empty() || conditions.roles.contains(&self.arena.role(id));
+        let ids = self.view.visible.to_vec();
+        if contains.is_empty() && excludes.is_empty() {
+            return ids.into_iter().filter(|&id| role_ok(id)).collect();
+        }
+        let prefilter = conditions
+            .contains
+            .iter()
+            .chain(&conditions.excludes)
+            .all(|k| !k.is_empty() && !k.contains('\n'));
         let keep = |id: NodeId, text: &mut String| {
-            if !conditions.roles.is_empty() && !conditions.roles.contains(&self.arena.role(id)) {
+            if !role_ok(id) {
                 return false;
             }
-            if contains.is_empty() && excludes.is_empty() {
-                return true;
+            if prefilter {
+                let bytes = self.arena.message(id).bytes();
+                if !contains.iter().chain(&excludes).any(|f| f.find(bytes).is_some()) {
+                    // No keyword anywhere in its bytes: its text contains none of them.
+                    return contains.is_empty();
+                }
             }
             let hay = message_text(self.arena.message(id), text);
             let found = |f: &Finder<'_>| f.find(hay.as_bytes()).is_some();
             (contains.is_empty() || contains.iter().any(found)) && !excludes.iter().any(found)
         };
-        let ids = self.view.visible.to_vec();
-        if ids.len() < PARALLEL_FROM || (contains.is_empty() && excludes.is_empty()) {
+        if ids.len() < PARALLEL_FROM {
             let mut text = String::new();
             return ids.into_iter().filter(|&id| keep(id, &mut text)).collect();
         }
@@ -625,6 +653,58 @@ mod tests {
         assert_eq!(store.by_role(Role::User).len(), 1);
         assert_eq!(store.recent(1, &[Role::Assistant]), [3]);
         assert_eq!(store.arena().len(), 4);
+    }
+
+    /// FILTER through the byte-search shortcut agrees with the exact per-message check, on the
+    /// cases that could fool it (matches in keys and roles, newlines, empty keywords).
+    #[test]
+    fn filter_by_byte_scan_agrees_with_the_exact_check() {
+        let texts = [
+            "ab", "ba", "xaab", "content", "user", "a\nb", "", "aaa", "b", "tail-a", "a", "abab",
+        ];
+        let msgs: Vec<(&str, &str)> = texts.iter().map(|t| ("user", *t)).collect();
+        let mut store = Store::default();
+        store.append(&incoming(&msgs));
+        let exact = |store: &Store, contains: &[&str], excludes: &[&str]| -> Vec<String> {
+            store
+                .visible()
+                .iter()
+                .filter_map(|&id| {
+                    let text = store.arena().message(id).field("content")?.as_str()?;
+                    let any = contains.is_empty() || contains.iter().any(|k| text.contains(k));
+                    (any && !excludes.iter().any(|k| text.contains(k))).then(|| text.to_owned())
+                })
+                .collect()
+        };
+        let keywords = ["ab", "a", "aa", "content", "user", "a\nb", "", "ba", "b", "zz", "role"];
+        for k in keywords {
+            for (contains, excludes) in [(vec![k], vec![]), (vec![], vec![k]), (vec!["a", k], vec!["b"])] {
+                let conditions = Conditions {
+                    contains: contains.iter().map(|s| (*s).to_owned()).collect(),
+                    excludes: excludes.iter().map(|s| (*s).to_owned()).collect(),
+                    ..Conditions::default()
+                };
+                let got: Vec<String> = store
+                    .filtered(&conditions)
+                    .iter()
+                    .map(|&id| {
+                        store
+                            .arena()
+                            .message(id)
+                            .field("content")
+                            .unwrap()
+                            .as_str()
+                            .unwrap()
+                            .to_owned()
+                    })
+                    .collect();
+                assert_eq!(
+                    got,
+                    exact(&store, &contains, &excludes),
+                    "contains {contains:?} excludes {excludes:?}"
+                );
+            }
+        }
     }
 
     #[test]

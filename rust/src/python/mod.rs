@@ -6,7 +6,11 @@ pub mod decoded;
 pub mod errors;
 pub mod lock;
 pub mod pages;
+pub mod pairs;
+pub mod search;
 pub mod store;
+pub mod tokens;
+pub mod trim;
 
 use pyo3::prelude::*;
 

@@ -1,0 +1,487 @@
+//! The tool-pair scan: which messages of a history the model APIs would refuse, and why.
+//!
+//! The scan reads only a few *facts* per message (see [`Kind`]): the call ids an assistant message
+//! makes (`tool_calls[*].id`, or the `id` of its `tool_use` blocks), the id a `tool` message answers
+//! (`tool_call_id`), and the ids the `tool_result` blocks of a user message answer (`tool_use_id`).
+//! The rules are the APIs' own (docs/sanitizer.md):
+//!
+//! - the calls of an assistant message are answered by its *results*: the run of tool messages
+//!   right after it, or, when there is none, the user message right after it if that one holds
+//!   `tool_result` blocks (Anthropic);
+//! - a group whose calls are not all answered, one with a call that has no id, or one that makes
+//!   two calls with the same id goes as a whole: the assistant message and the results that answer
+//!   it;
+//! - a result with no id, one that answers no call of the message right before its run (an
+//!   orphan), and a second result for the same call (a duplicate) go;
+//! - a user message's `tool_result` blocks are all or nothing: one bad block removes the message,
+//!   and with it the group it answers (a message is never edited, so the output is always a
+//!   subsequence of the input).
+//!
+//! Ids pair by position only: an id reused later in the history is a new call.
+
+use crate::core::roles::Role;
+use crate::core::value::{Items, ValueRef};
+
+/// What a message is to the scan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Nothing to pair: a system, user or assistant message without calls or results.
+    Other,
+    /// An assistant message that calls tools; its ids are the call ids, in order.
+    Calls,
+    /// A `tool` message; its one id is its `tool_call_id`.
+    ToolResult,
+    /// A user message holding `tool_result` blocks; its ids are their `tool_use_id`s, in order.
+    BlockResults,
+}
+
+/// The facts of a history, message by message. An id is `None` when it is missing, not a string
+/// or empty: such a call or result can never be paired.
+#[derive(Debug, Default, Clone)]
+pub struct Facts<'a> {
+    /// Per message: its kind and the end of its ids in `ids` (the start is the previous end).
+    messages: Vec<(Kind, u32)>,
+    ids: Vec<Option<&'a str>>,
+}
+
+impl<'a> Facts<'a> {
+    pub fn with_capacity(messages: usize) -> Self {
+        Self {
+            messages: Vec::with_capacity(messages),
+            ids: Vec::with_capacity(messages),
+        }
+    }
+
+    /// Facts already laid out: per message its kind and the end of its ids in `ids`.
+    pub fn from_parts(messages: Vec<(Kind, u32)>, ids: Vec<Option<&'a str>>) -> Self {
+        debug_assert!(messages.last().is_none_or(|&(_, end)| end as usize == ids.len()));
+        Self { messages, ids }
+    }
+
+    /// Add the next message: its ids were pushed with [`Facts::push_id`] since the last call.
+    /// A message with calls or block results but no ids is `Other`.
+    pub fn finish(&mut self, kind: Kind) {
+        let start = self.messages.last().map_or(0, |&(_, end)| end);
+        let end = self.ids.len() as u32;
+        let kind = if end == start && kind != Kind::ToolResult {
+            Kind::Other
+        } else {
+            kind
+        };
+        self.messages.push((kind, end));
+    }
+
+    pub fn push_id(&mut self, id: Option<&'a str>) {
+        self.ids.push(id.filter(|s| !s.is_empty()));
+    }
+
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    fn kind(&self, i: usize) -> Kind {
+        self.messages[i].0
+    }
+
+    fn ids(&self, i: usize) -> &[Option<&'a str>] {
+        let start = if i == 0 { 0 } else { self.messages[i - 1].1 as usize };
+        &self.ids[start..self.messages[i].1 as usize]
+    }
+}
+
+/// Why a message goes. Indices are positions in the scanned history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason<'a> {
+    /// An assistant message some of whose calls have no result right after it (`missing`, in call order).
+    Unanswered { missing: Vec<&'a str> },
+    /// An assistant message whose call number `call` (0-based) has no id.
+    CallWithoutId { call: usize },
+    /// An assistant message that makes two calls with the same id.
+    RepeatedCallId { id: &'a str },
+    /// An assistant message whose only results (the user message at `at`) were removed.
+    ResultsRemoved { at: usize },
+    /// A result of the group of the assistant message at `assistant`, which was removed.
+    Incomplete { assistant: usize },
+    /// A result for `id` that no call right before its run made; `assistant` is the message whose
+    /// run it is in, if any.
+    Orphan { id: &'a str, assistant: Option<usize> },
+    /// A result without an id.
+    NoId,
+    /// A second result for `id`; the first is at `first` (the same index: two blocks of one message).
+    Duplicate { id: &'a str, first: usize },
+}
+
+impl Reason<'_> {
+    /// A stable name for the reason.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Reason::Unanswered { .. } => "unanswered",
+            Reason::CallWithoutId { .. } => "call_without_id",
+            Reason::RepeatedCallId { .. } => "repeated_call_id",
+            Reason::ResultsRemoved { .. } => "results_removed",
+            Reason::Incomplete { .. } => "incomplete",
+            Reason::Orphan { .. } => "orphan",
+            Reason::NoId => "no_id",
+            Reason::Duplicate { .. } => "duplicate",
+        }
+    }
+
+    /// The ids the reason names.
+    pub fn ids(&self) -> Vec<&str> {
+        match self {
+            Reason::Unanswered { missing } => missing.clone(),
+            Reason::RepeatedCallId { id } | Reason::Orphan { id, .. } | Reason::Duplicate { id, .. } => vec![id],
+            _ => Vec::new(),
+        }
+    }
+
+    /// The other position the reason names: the call number, the results message, the assistant
+    /// message, or the first result.
+    pub fn other(&self) -> Option<usize> {
+        match *self {
+            Reason::CallWithoutId { call } => Some(call),
+            Reason::ResultsRemoved { at } => Some(at),
+            Reason::Incomplete { assistant } => Some(assistant),
+            Reason::Orphan { assistant, .. } => assistant,
+            Reason::Duplicate { first, .. } => Some(first),
+            Reason::Unanswered { .. } | Reason::RepeatedCallId { .. } | Reason::NoId => None,
+        }
+    }
+}
+
+/// One message to remove.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Removal<'a> {
+    pub index: usize,
+    pub reason: Reason<'a>,
+}
+
+/// The messages to remove, in index order. O(n + total ids); a group's ids are matched by a linear
+/// search (groups hold a handful of calls).
+pub fn scan<'a>(facts: &Facts<'a>) -> Vec<Removal<'a>> {
+    let mut out = Vec::new();
+    let mut scratch = Scratch::default();
+    let n = facts.len();
+    let mut i = 0;
+    while i < n {
+        i = match facts.kind(i) {
+            Kind::Other => i + 1,
+            Kind::Calls => group(facts, i, &mut scratch, &mut out),
+            Kind::ToolResult => {
+                let reason = match facts.ids(i)[0] {
+                    None => Reason::NoId,
+                    Some(id) => Reason::Orphan { id, assistant: None },
+                };
+                out.push(Removal { index: i, reason });
+                i + 1
+            }
+            Kind::BlockResults => {
+                let ids = facts.ids(i);
+                let reason = match ids.iter().find_map(|id| *id) {
+                    Some(id) if ids.iter().all(Option::is_some) => Reason::Orphan { id, assistant: None },
+                    _ => Reason::NoId,
+                };
+                out.push(Removal { index: i, reason });
+                i + 1
+            }
+        };
+    }
+    out
+}
+
+/// What is wrong with an assistant message's calls themselves, if anything.
+fn calls_problem<'a>(calls: &[Option<&'a str>]) -> Option<Reason<'a>> {
+    for (k, id) in calls.iter().enumerate() {
+        let Some(id) = id else {
+            return Some(Reason::CallWithoutId { call: k });
+        };
+        if calls[..k].contains(&Some(id)) {
+            return Some(Reason::RepeatedCallId { id });
+        }
+    }
+    None
+}
+
+/// Record the result at `at` for `id` among `calls`; returns why it goes, if it does.
+fn answer<'a>(
+    calls: &[Option<&'a str>],
+    answered: &mut [Option<usize>],
+    a: usize,
+    at: usize,
+    id: Option<&'a str>,
+) -> Option<Reason<'a>> {
+    let Some(id) = id else {
+        return Some(Reason::NoId);
+    };
+    let Some(k) = calls.iter().position(|c| *c == Some(id)) else {
+        return Some(Reason::Orphan { id, assistant: Some(a) });
+    };
+    if let Some(first) = answered[k] {
+        return Some(Reason::Duplicate { id, first });
+    }
+    answered[k] = Some(at);
+    None
+}
+
+/// Buffers reused from group to group (a history has tens of thousands of groups).
+#[derive(Default)]
+struct Scratch<'a> {
+    /// The first result answering each call, by position in the calls.
+    answered: Vec<Option<usize>>,
+    /// Each result message of the group, and why it goes if it does on its own.
+    results: Vec<(usize, Option<Reason<'a>>)>,
+}
+
+/// Scan the group of the assistant message at `a` (its calls and their results); returns where
+/// the next group starts.
+fn group<'a>(facts: &Facts<'a>, a: usize, scratch: &mut Scratch<'a>, out: &mut Vec<Removal<'a>>) -> usize {
+    let calls = facts.ids(a);
+    let Scratch { answered, results } = scratch;
+    answered.clear();
+    answered.resize(calls.len(), None);
+    results.clear();
+    let n = facts.len();
+    let mut end = a + 1;
+    while end < n && facts.kind(end) == Kind::ToolResult {
+        results.push((end, answer(calls, answered, a, end, facts.ids(end)[0])));
+        end += 1;
+    }
+    let mut results_removed = None;
+    if end == a + 1 && end < n && facts.kind(end) == Kind::BlockResults {
+        // Anthropic: the blocks of the one user message right after; all or nothing.
+        let mut problem = None;
+        for &id in facts.ids(end) {
+            let reason = answer(calls, answered, a, end, id);
+            problem = problem.or(reason);
+        }
+        if problem.is_some() {
+            results_removed = Some(Reason::ResultsRemoved { at: end });
+            answered.fill(None);
+        }
+        results.push((end, problem));
+        end += 1;
+    }
+    let assistant_reason = calls_problem(calls).or(results_removed).or_else(|| {
+        let missing: Vec<&'a str> = calls
+            .iter()
+            .zip(answered.iter())
+            .filter(|(_, first)| first.is_none())
+            .filter_map(|(id, _)| *id)
+            .collect();
+        (!missing.is_empty()).then_some(Reason::Unanswered { missing })
+    });
+    let complete = assistant_reason.is_none();
+    if let Some(reason) = assistant_reason {
+        out.push(Removal { index: a, reason });
+    }
+    for (index, reason) in results.drain(..) {
+        match reason {
+            Some(reason) => out.push(Removal { index, reason }),
+            None if !complete => out.push(Removal {
+                index,
+                reason: Reason::Incomplete { assistant: a },
+            }),
+            None => {}
+        }
+    }
+    end
+}
+
+// Codes of the keys the scan reads, in `WELL_KNOWN_KEYS`: stored messages are read by comparing
+// one-byte key codes, not key names (a third of the scan's time went to `memcmp` otherwise).
+const CONTENT: usize = 1;
+const TOOL_CALLS: usize = 2;
+const TOOL_CALL_ID: usize = 3;
+const TYPE: usize = 6;
+const ID: usize = 8;
+const TOOL_USE_ID: usize = 12;
+
+/// The value under the well-known key `code` in a dict.
+fn field(dict: Items<'_>, code: usize) -> Option<ValueRef<'_>> {
+    dict.keyed_entries().find(|(k, _)| k.code == Some(code)).map(|(_, v)| v)
+}
+
+fn str_field(value: ValueRef<'_>, code: usize) -> Option<&str> {
+    field(value.as_dict()?, code).and_then(ValueRef::as_str)
+}
+
+/// The kind of one stored message, calling `id` with each of its ids in order; its role comes
+/// from the store. (A kind with no ids is taken as `Other` by [`Facts::finish`].)
+pub fn stored_kind<'a>(role: Role, message: ValueRef<'a>, id: &mut impl FnMut(Option<&'a str>)) -> Kind {
+    let Some(fields) = message.as_dict() else {
+        return Kind::Other;
+    };
+    match role {
+        Role::Assistant => {
+            for (key, value) in fields.keyed_entries() {
+                match key.code {
+                    Some(TOOL_CALLS) => {
+                        if let Some(calls) = value.as_list() {
+                            calls.values().for_each(|call| id(str_field(call, ID)));
+                        }
+                    }
+                    Some(CONTENT) => block_ids(value, "tool_use", ID, id),
+                    _ => {}
+                }
+            }
+            Kind::Calls
+        }
+        Role::Tool => {
+            id(field(fields, TOOL_CALL_ID).and_then(ValueRef::as_str));
+            Kind::ToolResult
+        }
+        Role::User => {
+            if let Some(content) = field(fields, CONTENT) {
+                block_ids(content, "tool_result", TOOL_USE_ID, id);
+            }
+            Kind::BlockResults
+        }
+        Role::System | Role::Developer => Kind::Other,
+    }
+}
+
+/// Call `id` with the id under `key` of each block of type `kind` in a list content.
+fn block_ids<'a>(content: ValueRef<'a>, kind: &str, key: usize, id: &mut impl FnMut(Option<&'a str>)) {
+    let Some(blocks) = content.as_list() else {
+        return;
+    };
+    for block in blocks.values() {
+        if str_field(block, TYPE) == Some(kind) {
+            id(str_field(block, key));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A history in a tiny notation: `a:x,y` calls x and y, `t:x` answers x (`t:` has no id),
+    /// `u:x,y` is a user message with results for x and y, anything else is an `Other` message.
+    fn facts(spec: &'static str) -> Facts<'static> {
+        let mut f = Facts::default();
+        for word in spec.split_whitespace() {
+            let (kind, ids) = match word.split_once(':') {
+                Some(("a", ids)) => (Kind::Calls, ids),
+                Some(("t", ids)) => (Kind::ToolResult, ids),
+                Some(("u", ids)) => (Kind::BlockResults, ids),
+                _ => (Kind::Other, ""),
+            };
+            if kind == Kind::ToolResult {
+                f.push_id(Some(ids));
+            } else {
+                ids.split(',').filter(|s| !s.is_empty()).for_each(|id| {
+                    f.push_id(if id == "_" { None } else { Some(id) });
+                });
+            }
+            f.finish(kind);
+        }
+        f
+    }
+
+    fn removed(spec: &'static str) -> Vec<(usize, &'static str)> {
+        scan(&facts(spec)).iter().map(|r| (r.index, r.reason.code())).collect()
+    }
+
+    #[test]
+    fn complete_groups_and_plain_messages_stay() {
+        assert!(removed("s u a:x,y t:y t:x a").is_empty());
+        assert!(removed("s u a:x u:x a u a:x u:x").is_empty());
+        assert!(removed("").is_empty());
+    }
+
+    #[test]
+    fn an_unanswered_group_goes_with_its_partial_results() {
+        assert_eq!(removed("u a:x,y t:x u"), [(1, "unanswered"), (2, "incomplete")]);
+        let r = scan(&facts("u a:x,y t:x"));
+        assert_eq!(r[0].reason, Reason::Unanswered { missing: vec!["y"] });
+        assert_eq!(r[1].reason, Reason::Incomplete { assistant: 1 });
+        assert_eq!(removed("u a:x"), [(1, "unanswered")]);
+        assert_eq!(removed("a:x,y u:x"), [(0, "unanswered"), (1, "incomplete")]);
+    }
+
+    #[test]
+    fn results_answer_only_the_message_right_before_their_run() {
+        assert_eq!(removed("a:x u t:x"), [(0, "unanswered"), (2, "orphan")]);
+        assert_eq!(removed("u t:x"), [(1, "orphan")]);
+        assert_eq!(removed("a:x t:x u:x"), [(2, "orphan")]);
+        assert_eq!(removed("a:x a:x t:x"), [(0, "unanswered")]);
+    }
+
+    #[test]
+    fn orphans_duplicates_and_missing_ids_go_alone() {
+        let r = scan(&facts("a:x t:x t:z t:x t:"));
+        let reasons: Vec<_> = r.iter().map(|r| (r.index, r.reason.clone())).collect();
+        assert_eq!(
+            reasons,
+            [
+                (
+                    2,
+                    Reason::Orphan {
+                        id: "z",
+                        assistant: Some(0)
+                    }
+                ),
+                (3, Reason::Duplicate { id: "x", first: 1 }),
+                (4, Reason::NoId),
+            ]
+        );
+    }
+
+    #[test]
+    fn broken_calls_take_their_results_with_them() {
+        assert_eq!(removed("a:x,_ t:x"), [(0, "call_without_id"), (1, "incomplete")]);
+        assert_eq!(
+            removed("a:x,x t:x t:x"),
+            [(0, "repeated_call_id"), (1, "incomplete"), (2, "duplicate")]
+        );
+    }
+
+    #[test]
+    fn one_bad_block_removes_the_whole_result_message_and_its_group() {
+        let r = scan(&facts("a:x u:x,z"));
+        assert_eq!(r[0].reason, Reason::ResultsRemoved { at: 1 });
+        assert_eq!(
+            r[1].reason,
+            Reason::Orphan {
+                id: "z",
+                assistant: Some(0)
+            }
+        );
+        assert_eq!(removed("a:x u:x,x")[1], (1, "duplicate"));
+        assert_eq!(removed("a:x u:x,_")[1], (1, "no_id"));
+        assert_eq!(removed("u:_ a"), [(0, "no_id")]);
+    }
+
+    #[test]
+    fn reused_ids_pair_by_position() {
+        assert_eq!(removed("a:x t:x a:x u a:x t:x"), [(2, "unanswered")]);
+        assert_eq!(
+            removed("a:x u t:x a:x t:x t:x"),
+            [(0, "unanswered"), (2, "orphan"), (5, "duplicate")]
+        );
+    }
+
+    #[test]
+    fn key_codes_name_the_keys_they_stand_for() {
+        use crate::core::value::WELL_KNOWN_KEYS as K;
+        let codes = [CONTENT, TOOL_CALLS, TOOL_CALL_ID, TYPE, ID, TOOL_USE_ID];
+        let names: Vec<&str> = codes.iter().map(|&c| K[c]).collect();
+        assert_eq!(
+            names,
+            ["content", "tool_calls", "tool_call_id", "type", "id", "tool_use_id"]
+        );
+    }
+
+    #[test]
+    fn calls_or_results_without_ids_are_other_messages() {
+        let mut f = Facts::default();
+        f.finish(Kind::Calls);
+        f.finish(Kind::BlockResults);
+        assert!(scan(&f).is_empty());
+    }
+}

@@ -1,0 +1,227 @@
+"""Tool-call histories in both formats, for the sanitizer and format tests: builders, hypothesis
+strategies that make histories and damage them, and a small pure-Python reference of the pair rules
+(docs/sanitizer.md) that the Rust scan is checked against."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import strategies as st
+
+Message = dict[str, Any]
+
+
+# ---- builders: one logical history, rendered in either format -------------------------------------
+
+
+@dataclass(frozen=True)
+class Format:
+    """Builds messages in one format. ``results(*ids)`` answers calls: OpenAI, one tool message per
+    id; Anthropic, one user message of ``tool_result`` blocks."""
+
+    name: str
+
+    def system(self, text: str = "You are terse.") -> Message:
+        return {"role": "system", "content": text}
+
+    def user(self, text: str = "hello") -> Message:
+        return {"role": "user", "content": text}
+
+    def reply(self, text: str = "done") -> Message:
+        return {"role": "assistant", "content": text}
+
+    def calls(self, *ids: str, text: str | None = None) -> Message:
+        if self.name == "openai":
+            return {
+                "role": "assistant",
+                "content": text,
+                "tool_calls": [
+                    {"id": i, "type": "function", "function": {"name": "search", "arguments": json.dumps({"q": i})}}
+                    for i in ids
+                ],
+            }
+        blocks: list[Message] = [{"type": "text", "text": text}] if text else []
+        blocks += [{"type": "tool_use", "id": i, "name": "search", "input": {"q": i}} for i in ids]
+        return {"role": "assistant", "content": blocks}
+
+    def results(self, *ids: str) -> list[Message]:
+        if self.name == "openai":
+            return [{"role": "tool", "tool_call_id": i, "content": f"result of {i}"} for i in ids]
+        return [
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": i, "content": f"result of {i}"} for i in ids],
+            }
+        ]
+
+
+OPENAI = Format("openai")
+ANTHROPIC = Format("anthropic")
+FORMATS = (OPENAI, ANTHROPIC)
+
+
+# ---- the reference: the pair rules, written for clarity ---------------------------------------------
+
+
+def _id(value: Any) -> str | None:
+    return value if type(value) is str and value else None
+
+
+def _blocks(content: Any, kind: str, key: str) -> list[str | None]:
+    if type(content) is not list:
+        return []
+    return [_id(b.get(key)) for b in content if type(b) is dict and b.get("type") == kind]
+
+
+def facts(message: Message) -> tuple[str, list[str | None]]:
+    """(kind, ids): ``calls`` (an assistant message's call ids), ``tool`` (a tool message's id),
+    ``blocks`` (a user message's tool_result ids) or ``other``."""
+    role = message["role"]
+    if role == "assistant":
+        calls = message.get("tool_calls")
+        ids: list[str | None] = []
+        if type(calls) is list:
+            ids = [_id(c.get("id")) if type(c) is dict else None for c in calls]
+        elif calls is not None:
+            ids = [None]
+        ids += _blocks(message.get("content"), "tool_use", "id")
+        return ("calls", ids) if ids else ("other", [])
+    if role == "tool":
+        return "tool", [_id(message.get("tool_call_id"))]
+    if role == "user":
+        ids = _blocks(message.get("content"), "tool_result", "tool_use_id")
+        return ("blocks", ids) if ids else ("other", [])
+    return "other", []
+
+
+def reference_removals(messages: list[Message]) -> list[tuple[int, str]]:
+    """(index, reason code) of each message to remove, in order."""
+    kinds = [facts(m) for m in messages]
+    out: dict[int, str] = {}
+    i = 0
+    while i < len(messages):
+        kind, ids = kinds[i]
+        if kind == "calls":
+            i = _reference_group(kinds, i, out)
+            continue
+        if kind == "tool":
+            out[i] = "orphan" if ids[0] else "no_id"
+        elif kind == "blocks":
+            out[i] = "orphan" if all(ids) else "no_id"
+        i += 1
+    return sorted(out.items())
+
+
+def _reference_group(kinds: list[tuple[str, list[str | None]]], i: int, out: dict[int, str]) -> int:
+    """Judge the group of the assistant message at ``i`` into ``out``; return where the next starts."""
+    calls = kinds[i][1]
+    run = []
+    j = i + 1
+    while j < len(kinds) and kinds[j][0] == "tool":
+        run.append(j)
+        j += 1
+    block_message = None
+    if not run and j < len(kinds) and kinds[j][0] == "blocks":
+        block_message = j
+        j += 1
+    answered: dict[str, int] = {}
+    for t in run:
+        rid = kinds[t][1][0]
+        if rid is None:
+            out[t] = "no_id"
+        elif rid not in calls:
+            out[t] = "orphan"
+        elif rid in answered:
+            out[t] = "duplicate"
+        else:
+            answered[rid] = t
+    if block_message is not None:
+        seen: set[str] = set()
+        problem = None
+        for rid in kinds[block_message][1]:
+            code = "no_id" if rid is None else "orphan" if rid not in calls else "duplicate" if rid in seen else None
+            problem = problem or code
+            if rid is not None:
+                seen.add(rid)
+        if problem:
+            out[block_message] = problem
+        else:
+            answered = dict.fromkeys(seen, block_message)
+    if None in calls:
+        assistant = "call_without_id"
+    elif len(set(calls)) < len(calls):
+        assistant = "repeated_call_id"
+    elif block_message in out:
+        assistant = "results_removed"
+    elif set(calls) - answered.keys():
+        assistant = "unanswered"
+    else:
+        return j
+    out[i] = assistant
+    for t in set(answered.values()):
+        out.setdefault(t, "incomplete")
+    return j
+
+
+# ---- strategies ------------------------------------------------------------------------------------
+
+#: A small pool, so ids are reused across turns (as real transcripts do).
+IDS = ("call_a", "call_b", "call_c", "call_d")
+
+
+@st.composite
+def histories(draw: st.DrawFn, fmt: Format) -> list[Message]:
+    """A valid history: a system prompt, then user messages, replies and complete call groups
+    (1-3 parallel calls, answered in any order)."""
+    out = [fmt.system()]
+    for step in draw(st.lists(st.sampled_from(["user", "reply", "group", "group"]), max_size=10)):
+        if step == "user":
+            out.append(fmt.user(draw(st.sampled_from(["hi", "more", "why?"]))))
+        elif step == "reply":
+            out.append(fmt.reply())
+        else:
+            ids = draw(st.lists(st.sampled_from(IDS), min_size=1, max_size=3, unique=True))
+            out.append(fmt.calls(*ids, text=draw(st.sampled_from([None, "Let me look."]))))
+            out.extend(fmt.results(*draw(st.permutations(ids))))
+    return out
+
+
+def _rename(message: Message, new_id: str) -> Message:
+    """The message with its first id replaced (``""``: no id); other messages unchanged."""
+    m = json.loads(json.dumps(message))
+    if m["role"] == "tool":
+        m["tool_call_id"] = new_id
+    elif m.get("tool_calls"):
+        m["tool_calls"][0]["id"] = new_id
+    elif type(m.get("content")) is list:
+        for block in m["content"]:
+            if block.get("type") in ("tool_use", "tool_result"):
+                block["id" if block["type"] == "tool_use" else "tool_use_id"] = new_id
+                break
+    return m
+
+
+@st.composite
+def damaged(draw: st.DrawFn, fmt: Format) -> list[Message]:
+    """A valid history, then random damage: messages deleted, copied elsewhere, swapped, or their
+    first id changed or emptied. Every message stays storable in a ``MessageArray``."""
+    out = draw(histories(fmt))
+    for _ in range(draw(st.integers(0, 4))):
+        if not out:
+            break
+        i = draw(st.integers(0, len(out) - 1))
+        action = draw(st.sampled_from(["delete", "copy", "swap", "rename"]))
+        if action == "delete":
+            del out[i]
+        elif action == "copy":
+            out.insert(draw(st.integers(0, len(out))), out[i])
+        elif action == "swap" and i + 1 < len(out):
+            out[i], out[i + 1] = out[i + 1], out[i]
+        elif action == "rename":
+            out[i] = _rename(out[i], draw(st.sampled_from((*IDS, "call_z", ""))))
+    return out
+
+
+formats = st.sampled_from(FORMATS)
