@@ -181,3 +181,14 @@ def test_a_summarizer_may_return_a_pair():
     ctx.add(user("a"))
     ctx.add(user("b"))
     assert (ctx.contents[0].summary, ctx.contents[0].entry_summaries) == ("pair", ("e",))
+
+
+def test_a_recall_result_is_summarised_as_the_page_it_brought_back():
+    ctx = make(active_pages=1)
+    ctx.extend(interaction(1))
+    ctx.add(user("again?"))
+    call = {"id": "r", "type": "function", "function": {"name": "recall_page", "arguments": '{"page_index": 1}'}}
+    ctx.add({"role": "assistant", "content": None, "tool_calls": [call]})
+    ctx.add(ctx.handle_tool_call(call))
+    ctx.add(user("next"))
+    assert ctx.contents[-1].entry_summaries[2] == "tool: recalled page 1"

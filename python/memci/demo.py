@@ -35,7 +35,7 @@ Message = dict[str, Any]
 
 SYSTEM_PROMPT = "You are a helpful agent with tools for weather, sums, papers and files. Be brief."
 #: The contents cap is lowered from 2000 so that LRU has work to do in a few hundred rounds.
-POLICY = ArchivePolicy(unrecalled_rounds=10, unchanged_rounds=20, contents_max_tokens=900)
+POLICY = ArchivePolicy(unrecalled_rounds=10, unchanged_rounds=20, contents_max_tokens=1000)
 ACTIVE_PAGES = 5
 #: The window is shown as the model gets it after this round.
 SHOW_WINDOW_AT = 40
@@ -186,34 +186,54 @@ class _Run:
     folded: int = 0
     elapsed: float = 0.0
 
-    def row(self, event: Event, archived: list[int], result: RoundResult) -> None:
+    def row(self, event: Event, result: RoundResult) -> None:
         loud = event.recalled is not None or any(d.rule != "unrecalled" for d in result.dropped)
         if not (event.round <= 7 or loud or event.round % 50 == 0 or event.round == self.rounds):
             self.folded += 1
             return
         if self.folded:
-            self.table.add_row("", "", Text(f"… {self.folded} quiet rounds", style="dim"), "", "", "", "", "")
+            self.table.add_row("", Text(f"… {self.folded} quiet rounds", style="dim"), "", "", "", "")
             self.folded = 0
         agent = Text(event.action, style="green bold" if event.recalled is not None else "")
         if event.recalled is not None:
             agent.append(f" ({event.found_by})", style="dim")
         self.table.add_row(
             str(event.round),
-            str(event.page),
-            _short(event.request, 44),
+            event.request,
             agent,
-            ",".join(map(str, archived)),
             _dropped_cell(result),
             str(self.window_tokens[-1]),
             str(result.contents_tokens),
         )
 
 
+#: (header, justify, width): the user and agent columns are cut with an ellipsis, the rest never.
+_COLUMNS = (
+    ("round", "right", 5),
+    ("user", "left", 32),
+    ("agent", "left", 26),
+    ("dropped (m/p/lru)", "left", 17),
+    ("window", "right", 6),
+    ("contents", "right", 8),
+)
+
+
 def _table() -> Table:
-    table = Table(title="Rounds (quiet ones folded)", header_style="bold")
-    for name in ("round", "page", "user", "agent", "archived", "dropped (m / p / lru)", "window tok", "contents tok"):
-        right = name in ("round", "page", "window tok", "contents tok")
-        table.add_column(name, justify="right" if right else "left", no_wrap=True, overflow="ellipsis")
+    table = Table(
+        title="Rounds, quiet ones folded (from round 6 each new page archives the oldest); tokens of the window "
+        "and of the contents page",
+        header_style="bold",
+    )
+    for name, justify, width in _COLUMNS:
+        fixed = name not in ("user", "agent")
+        table.add_column(
+            name,
+            justify=justify,  # type: ignore[arg-type]  # one of rich's justify literals
+            no_wrap=True,
+            overflow="ellipsis",
+            min_width=width if fixed else None,
+            max_width=width,
+        )
     return table
 
 
@@ -233,8 +253,7 @@ def _converse(ctx: ContextSystem, rounds: int) -> _Run:
         before = [p.index for p in ctx.pages]
         event = agent.run_round(round_)
         after = {p.index for p in ctx.pages}
-        archived = [i for i in before if i not in after]
-        tally.archive(archived)
+        tally.archive([i for i in before if i not in after])
         if event.recalled is not None:
             run.recalls[event.found_by] += 1
             if run.recalls[event.found_by] == 1:
@@ -245,7 +264,7 @@ def _converse(ctx: ContextSystem, rounds: int) -> _Run:
         run.window_tokens.append(ctx.token_count())
         run.history_tokens.append(tally.total())
         ctx.save()
-        run.row(event, archived, result)
+        run.row(event, result)
         if round_ == SHOW_WINDOW_AT:
             run.spotlights.insert(0, _window_panel(ctx, round_))
     run.elapsed = time.perf_counter() - started

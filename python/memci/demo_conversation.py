@@ -210,7 +210,7 @@ class Agent:
 
     def _recall_round(self, round_: int, fact: Fact) -> Event:
         ctx = self.ctx
-        question = f"Earlier you told me something about {fact.key}. What was it again?"
+        question = f"What did you tell me about {fact.key}?"
         page = ctx.add({"role": "user", "content": question})
         event = Event(round_, page, question)
         # What a model would do: look for the key on the contents page it was sent...

@@ -126,11 +126,24 @@ def _tool_uses_text(message: Message) -> str:
     return "; ".join(f"{b.get('name', '?')}({json.dumps(b.get('input'), ensure_ascii=False)})" for b in uses)
 
 
+_RECALL_RESULT = re.compile(r'^\{"page": (\d+), "messages": \[')
+
+
+def _recalled_page(text: str) -> str | None:
+    """``"recalled page N"`` for the result of a ``recall_page`` call: a summary of the JSON would
+    only repeat the start of a page the contents page already lists."""
+    match = _RECALL_RESULT.match(text)
+    return None if match is None else f"recalled page {match.group(1)}"
+
+
 def entry_text(message: Message, text: str | None = None, *, short: int | None = None) -> str:
     """The text a summary of ``message`` starts from: its content text (``text`` if already
     known; with ``short``, only its first sentence, looked for in that many characters), then its
     tool calls as ``→ name(arguments)``."""
     body = _core.message_texts(message)[0] if text is None else text
+    recalled = _recalled_page(body)
+    if recalled is not None:
+        return recalled
     if short is not None:
         body = first_sentence(body, short)
     calls = _calls_text(message) or _tool_uses_text(message)
