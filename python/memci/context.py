@@ -79,7 +79,6 @@ class _Tokens:
 
     def __init__(self, encoding: str, counter: Counter | None) -> None:
         self.encoding, self.counter = tokens.resolve("ContextSystem", encoding, counter)
-        self.encoding = encoding if self.counter is not None else self.encoding
         #: What a system message costs beyond its text: subtracted from one entry's lines when
         #: they are counted alone.
         self.overhead = self.text_message("")
@@ -147,8 +146,8 @@ class ContextSystem:
         ``"anthropic"`` for native tool calls; ``"attp"`` for the TOML protocol). ``active_pages``
         (n): pages kept whole in the window. ``storage``: where archived pages go (default
         ``memci.MemoryStorage()``). ``summarizer``: a :class:`~memci.summary.Summarizer` or a
-        ``str -> str`` callable (default: extractive). ``counter``: a ``str -> int`` token counter
-        to use instead of ``memci.tokens`` with ``encoding``."""
+        ``str -> str`` callable (default: extractive). ``counter``: a message counter (a
+        message dict in, its tokens out) to use instead of ``memci.tokens`` with ``encoding``."""
         if tools is None:
             tools = "openai"
         if tools not in recall.FORMATS:

@@ -117,9 +117,11 @@ def _attp_panel(ctx: ContextSystem) -> Panel:
     )
     lines = Text()
     lines.append("model: __result__ = list_pages(2)\n", style="bold")
-    lines.append(_short(ok["content"], 220) + "\n\n", style="green")
+    for line in ok["content"].split("\n")[:4]:
+        lines.append(f"  {_short(line, 100)}\n", style="green")
     lines.append('model: import os; __result__ = os.listdir("/")\n', style="bold")
-    lines.append(_short(bad["content"], 220) + "\n\n", style="red")
+    for line in bad["content"].split("\n")[:4]:
+        lines.append(f"  {_short(line, 100)}\n", style="red")
     lines.append("ATTP code is parsed (tomllib, ast), never executed: only recall calls with literal arguments run.")
     return Panel(lines, title="The same tools in ATTP (TOML tool calls)", border_style="blue")
 
@@ -196,7 +198,8 @@ class _Run:
             self.folded = 0
         agent = Text(event.action, style="green bold" if event.recalled is not None else "")
         if event.recalled is not None:
-            agent.append(f" ({event.found_by})", style="dim")
+            agent = Text(f"recall {event.recalled}", style="green bold")
+            agent.append(f" via {event.found_by}", style="green")
         self.table.add_row(
             str(event.round),
             event.request,
@@ -210,8 +213,8 @@ class _Run:
 #: (header, justify, width): the user and agent columns are cut with an ellipsis, the rest never.
 _COLUMNS = (
     ("round", "right", 5),
-    ("user", "left", 32),
-    ("agent", "left", 26),
+    ("user", "left", 30),
+    ("agent", "left", 23),
     ("dropped (m/p/lru)", "left", 17),
     ("window", "right", 6),
     ("contents", "right", 8),
@@ -220,8 +223,8 @@ _COLUMNS = (
 
 def _table() -> Table:
     table = Table(
-        title="Rounds, quiet ones folded (from round 6 each new page archives the oldest); tokens of the window "
-        "and of the contents page",
+        title="Rounds, quiet ones folded. From round 6 each new page archives the oldest. Tokens: of the "
+        "window sent, and of its contents page.",
         header_style="bold",
     )
     for name, justify, width in _COLUMNS:
