@@ -201,6 +201,16 @@ def test_anthropic_text_beside_tool_results_goes_with_them() -> None:
     assert kept(history) == [history[0]]
 
 
+def test_anthropic_tool_results_must_come_first_in_their_message() -> None:
+    results = ANTHROPIC.results("a")[0]
+    results["content"].insert(0, {"type": "text", "text": "here you go"})
+    history = [ANTHROPIC.user(), ANTHROPIC.calls("a"), results, ANTHROPIC.reply()]
+    assert kept(history) == [history[0], history[-1]]
+    report = sanitize_messages(history).removed_messages
+    assert report[0].reason == "its tool results (message 2) were removed, so its calls are unanswered"
+    assert report[1].reason == "its tool_result blocks must come first in the message, before any other block"
+
+
 def test_anthropic_user_text_without_results_is_not_an_answer() -> None:
     history = [ANTHROPIC.user(), ANTHROPIC.calls("a"), ANTHROPIC.user("never mind")]
     assert kept(history) == [history[0], history[2]]
