@@ -35,8 +35,15 @@ lint: build-dev ## cargo fmt, clippy -D warnings, ruff, mypy, stubtest
 	$(BIN)/mypy
 	$(PY) -m mypy.stubtest memci._core --allowlist .stubtest-allowlist
 
+.PHONY: redis-server
+redis-server: ## Install redis-server with apt-get if it is missing (the RedisStorage tests skip without it)
+	@command -v redis-server >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
+		{ apt-get install -y -qq redis-server >/dev/null 2>&1 || \
+		  { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq redis-server >/dev/null 2>&1; }; }; } || \
+		echo "redis-server could not be installed: the RedisStorage tests will be skipped"
+
 .PHONY: test
-test: build-dev lint ## Build, lint, then run cargo tests and pytest (benches run once, untimed)
+test: build-dev lint redis-server ## Build, lint, then run cargo tests and pytest (benches run once, untimed)
 	LD_LIBRARY_PATH=$(PYLIBDIR) cargo test -q
 	$(BIN)/pytest -q
 

@@ -27,6 +27,14 @@ WORKLOAD_ORDER = (
     "validate_array_first",
     "sanitize_list",
     "validate_list",
+    "count",
+    "count_batch",
+    "trim_approx",
+    "trim_exact",
+    "put_page",
+    "get_page",
+    "search",
+    "search_build",
 )
 PEER_ORDER = (
     "python",
@@ -36,6 +44,15 @@ PEER_ORDER = (
     "langchain-convert",
     "llamaindex",
     "langgraph",
+    "memci-cold",
+    "tiktoken",
+    "tiktoken-batch",
+    "memci-normal",
+    "memci-add",
+    "directory",
+    "memory",
+    "sqlite-raw",
+    "fts5",
 )
 TITLES = {
     "build": "Build a history, one append at a time",
@@ -50,6 +67,14 @@ TITLES = {
     "validate_array_first": "MessageArray.validate() on a store never scanned before",
     "sanitize_list": "sanitize_messages(list of dicts), 1% of tool-call groups broken",
     "validate_list": "validate_messages(list of dicts), 1% of tool-call groups broken",
+    "count": "o200k_base token count of every text, one call per text",
+    "count_batch": "o200k_base token count of every text, one batch call",
+    "trim_approx": "trim to 20% of the tokens, approximate counter (system kept, start on user)",
+    "trim_exact": "trim to 20% of the tokens, exact o200k_base counter (system kept, start on user)",
+    "put_page": "100 x put_page into a store of n archived pages (SqliteStorage, synchronous=FULL)",
+    "get_page": "1,000 x get_page of random pages from a store of n (SqliteStorage)",
+    "search": "100 searches (1-3 words, some CJK), k=5 with snippets, over n pages (PageSearch, BM25)",
+    "search_build": "index n page texts (PageSearch.extend)",
 }
 
 
@@ -77,6 +102,10 @@ TARGETS = {
     "validate_array_first": Target(10, ("python",), ("100k",), ">=10x pure Python at 100k (DESIGN.md)"),
     "sanitize_list": Target(3, ("python",), ("100k",), ">=3x pure Python at 100k"),
     "validate_list": Target(3, ("python",), ("100k",), ">=3x pure Python at 100k"),
+    "count": Target(1, ("tiktoken",), None, ">=1x tiktoken on one core"),
+    "count_batch": Target(2, ("tiktoken",), None, ">=2x tiktoken's one-core loop (2 cores)"),
+    "trim_approx": Target(50, ("langchain",), ("100k",), ">=50x LangChain trim_messages at 100k"),
+    "trim_exact": Target(50, ("langchain",), ("100k",), ">=50x LangChain trim_messages at 100k"),
 }
 NOTES = [
     "Ratios are peer median / memci median: above 1x memci is faster. A target is checked against "
@@ -92,6 +121,12 @@ NOTES = [
     "sanitize/validate: the peer is `benches/pure_sanitize.py` (same rules, same report); "
     "`validate_array_first` scans a store whose pair index is not built yet; the `_list` entry points "
     "must look at every dict, which bounds them.",
+    "trim_*: `memci` reuses the counts cached by earlier rounds (the agent-loop case); `memci-cold` "
+    "counts in the round, on a new array each time.",
+    "put_page/get_page/search: sizes count archived pages, not messages; no DESIGN.md target. "
+    "`memci-normal` is SqliteStorage with synchronous=NORMAL; `directory` and `memory` are memci's other "
+    "stores; `sqlite-raw` is json.dumps + one INSERT with no checks; `python` is the same BM25 in pure "
+    "Python (same hits and scores); `fts5` is SQLite FTS5's bm25() with its own tokenizer.",
     "Peers missing from a table were skipped (not installed, or too slow for the run: see benches/conftest.py).",
 ]
 MEMORY_TARGET = 0.6
@@ -143,6 +178,8 @@ def load(path: str) -> tuple[dict[tuple[str, str], dict[str, float]], dict[tuple
         workload, peer, size = key
         if workload == "memory":
             memory[size, peer] = bench.get("extra_info") or {}
+        elif workload == "page_bytes":
+            continue  # sizes, not times: page_bytes_table()
         else:
             times.setdefault((workload, size), {})[peer] = bench["stats"]["median"]
     return times, memory
@@ -256,6 +293,36 @@ def _relative(value: float | None, history: float | None) -> str:
     return f"{fmt_bytes(value)} ({value / history:.3g}x)"
 
 
+def page_bytes_table(path: str) -> list[str]:
+    """Bytes per archived page on disk (bench_storage.py's ``page_bytes``), by size and store."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    rows: dict[str, dict[str, dict[str, Any]]] = {}
+    for bench in data.get("benchmarks", []):
+        key = describe(bench)
+        if key is not None and key[0] == "page_bytes":
+            rows.setdefault(key[2], {})[key[1]] = bench.get("extra_info") or {}
+    if not rows:
+        return []
+    out = [
+        "### page_bytes: bytes on disk per archived page",
+        "",
+        "| pages | JSON of a page | SqliteStorage (x JSON) | DirectoryStorage files | DirectoryStorage disk blocks |",
+        "|---|---|---|---|---|",
+    ]
+    for size in _order(list(rows), SIZE_ORDER):
+        by = rows[size]
+        payload = by.get("json", {}).get("bytes_per_page")
+        sqlite = by.get("memci", {}).get("bytes_per_page")
+        ratio = f" ({fmt_ratio(sqlite / payload)})" if sqlite and payload else ""
+        directory = by.get("directory", {})
+        out.append(
+            f"| {size} | {fmt_bytes(payload)} | {fmt_bytes(sqlite)}{ratio} | "
+            f"{fmt_bytes(directory.get('bytes_per_page'))} | {fmt_bytes(directory.get('disk_bytes_per_page'))} |"
+        )
+    return [*out, ""]
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print(__doc__.splitlines()[0], file=sys.stderr)
@@ -264,6 +331,7 @@ def main(argv: list[str]) -> int:
     lines = ["## memci benchmarks (medians)", ""]
     lines += workload_tables(times)
     lines += memory_table(memory)
+    lines += page_bytes_table(argv[0])
     if times:
         lines += ["Notes:", "", *[f"- {note}" for note in NOTES]]
     print("\n".join(lines))

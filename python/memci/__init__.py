@@ -9,7 +9,7 @@
 See :class:`MessageArray`, the configs of :mod:`memci.ops`, and ``docs/message-array.md``.
 """
 
-from memci import formats, ops
+from memci import formats, ops, tokens
 from memci._core import __version__
 from memci.array import MessageArray
 from memci.errors import (
@@ -19,27 +19,43 @@ from memci.errors import (
     MemciError,
     PositionError,
     StateError,
+    StorageError,
 )
 from memci.results import BatchSnapshot, OperationResult, Stats
 from memci.sanitize import RemovedMessage, SanitizeResult, ValidationResult, sanitize_messages, validate_messages
+from memci.search import PageSearch, SearchHit
+from memci.storage import DirectoryStorage, MemoryStorage, RedisStorage, SqliteStorage, Storage
+from memci.usage import TokenUsage, Usage, UsageRecord
 
 __all__ = [
     "BatchError",
     "BatchSnapshot",
+    "DirectoryStorage",
     "InvalidMessageError",
     "InvalidOperationError",
     "MemciError",
+    "MemoryStorage",
     "MessageArray",
     "OperationResult",
+    "PageSearch",
     "PositionError",
+    "RedisStorage",
     "RemovedMessage",
     "SanitizeResult",
+    "SearchHit",
+    "SqliteStorage",
     "StateError",
     "Stats",
+    "Storage",
+    "StorageError",
+    "TokenUsage",
+    "Usage",
+    "UsageRecord",
     "ValidationResult",
     "__version__",
     "formats",
     "ops",
     "sanitize_messages",
+    "tokens",
     "validate_messages",
 ]

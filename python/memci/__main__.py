@@ -1,19 +1,53 @@
-"""``python -m memci demo``: run the demo on a generated conversation."""
+"""The ``memci`` command (also ``python -m memci``):
+
+- ``memci demo``: run the demo on a generated conversation;
+- ``memci inspect DB [--page N] [--limit N]``: what a SqliteStorage file or DirectoryStorage folder
+  holds (read-only).
+"""
 
 from __future__ import annotations
 
+import argparse
 import sys
+
+from memci.errors import StorageError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memci", description="memci: an LLM agent's context window, held in Rust.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser("demo", help="run the demo on a generated conversation")
+    inspect = commands.add_parser(
+        "inspect",
+        help="list what a store holds (a SqliteStorage file or a DirectoryStorage folder)",
+        description="List what a memci store holds: the saved state (round, counts, contents entries, "
+        "active pages) and the stored pages. The store is opened read-only.",
+    )
+    inspect.add_argument("db", metavar="DB", help="a SqliteStorage file or a DirectoryStorage folder")
+    inspect.add_argument("--page", type=int, metavar="N", help="show stored page N whole")
+    inspect.add_argument(
+        "--limit", type=int, default=20, metavar="N", help="show the last N stored pages (default 20; 0: none)"
+    )
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["demo"]:
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command == "demo":
         from memci.demo import main as run_demo
 
         run_demo()
         return 0
-    print("usage: python -m memci demo", file=sys.stderr)
-    return 2
+    from memci.inspect_store import inspect_store
+
+    if args.limit < 0:
+        print("memci inspect: --limit must be >= 0", file=sys.stderr)
+        return 2
+    try:
+        return inspect_store(args.db, page=args.page, limit=args.limit)
+    except StorageError as e:
+        print(f"memci inspect: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -7,12 +7,28 @@ batch snapshot carries.
 """
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, final
 
 _Message = dict[str, Any]
 
-__all__ = ["MessageStore", "MessageView", "__version__", "allocated_bytes", "sanitize_store", "scan_list", "scan_store"]
+__all__ = [
+    "MessageStore",
+    "MessageView",
+    "SearchIndex",
+    "__version__",
+    "allocated_bytes",
+    "count_message",
+    "count_message_list",
+    "count_text",
+    "count_texts",
+    "encoding_name",
+    "ranks_file",
+    "reply_priming",
+    "sanitize_store",
+    "scan_list",
+    "scan_store",
+]
 
 __version__: str
 
@@ -91,6 +107,23 @@ class MessageStore:
     def to_json(self) -> str: ...
     @staticmethod
     def from_json(text: str) -> MessageStore: ...
+    def token_count(self, encoding: str) -> int:
+        """The tokens of the visible messages, priming included; O(1) once counted."""
+    def message_token_counts(self, encoding: str) -> list[int]:
+        """The tokens of each visible message, in order (cached per stored message)."""
+    def trim_to_tokens(
+        self,
+        description: str,
+        max_tokens: int,
+        strategy: str,
+        keep_system: bool,
+        start_on: Sequence[str] | None,
+        end_on: Sequence[str] | None,
+        allow_partial: bool,
+        encoding: str,
+        counter: Callable[[_Message], int] | None,
+    ) -> None:
+        """TRIM TO TOKENS: a new batch holding the messages that fit; tool calls stay whole."""
     def copy(self) -> MessageStore:
         """An independent copy of the whole state."""
 
@@ -118,3 +151,38 @@ def scan_store(store: MessageStore) -> list[_Finding]:
 def sanitize_store(store: MessageStore, description: str) -> tuple[list[_Finding], MessageView]:
     """Remove what the scan finds as a new batch (none when nothing is found); return the findings
     and the visible messages after. O(n), GIL released."""
+# ---- tokens (rust/src/python/tokens.rs) ------------------------------------------------------------
+def count_text(text: str, encoding: str) -> int:
+    """The tokens of text in encoding (a name, a model name or "approximate")."""
+
+def count_texts(texts: Sequence[str], encoding: str) -> list[int]:
+    """The tokens of each text, on all cores with the GIL released."""
+
+def count_message(message: _Message, encoding: str) -> int:
+    """The tokens one message costs (its texts and the chat overhead, no priming)."""
+
+def count_message_list(messages: Sequence[_Message], encoding: str) -> list[int]:
+    """The tokens of each message, on all cores with the GIL released."""
+
+def encoding_name(encoding: str) -> str:
+    """The canonical name of an encoding given by name or model name."""
+
+def reply_priming(encoding: str) -> int:
+    """What a non-empty list of messages costs beyond its messages."""
+
+def ranks_file(encoding: str) -> str:
+    """The ranks file of an exact encoding, in tiktoken's format."""
+@final
+class SearchIndex:
+    """BM25 over page texts (an inverted index); the GIL is released while it works."""
+
+    def __new__(cls, snippet_chars: int = 160) -> SearchIndex: ...
+    @property
+    def snippet_chars(self) -> int: ...
+    def __len__(self) -> int: ...
+    def add(self, page: int, text: str) -> None:
+        """Index text as page (>= 0), replacing what that page held. O(tokens)."""
+    def add_many(self, items: Sequence[tuple[int, str]]) -> None:
+        """add() for each item, in order; tokenizes in parallel."""
+    def search(self, query: str, k: int) -> list[tuple[int, float, str]]:
+        """(page, score, snippet) of the k best pages, best first; ties to the lower page."""

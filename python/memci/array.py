@@ -16,10 +16,11 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from memci import _core, ops
+from memci import _core, budget, ops, tokens
 from memci.errors import BatchError, InvalidMessageError, InvalidOperationError
 from memci.results import BatchSnapshot, OperationResult, Stats
 from memci.sanitize import SanitizeResult, ValidationResult, sanitize_store, validate_store
+from memci.usage import TokenUsage
 
 __all__ = ["MessageArray"]
 
@@ -38,9 +39,10 @@ class MessageArray:
     atomic with respect to other threads.
     """
 
-    __slots__ = ("__weakref__", "_store")
+    __slots__ = ("__weakref__", "_store", "_usage")
 
     _store: _core.MessageStore
+    _usage: TokenUsage
 
     def __init__(
         self,
@@ -294,6 +296,64 @@ class MessageArray:
     def stats(self) -> Stats:
         """Stored and visible counts, the number of batches and the current one, read at once. O(1)."""
         return Stats(*self._store.stats())
+
+    # ---- token budgets (docs/tokens.md) ---------------------------------------------------------
+
+    def token_count(self, encoding: str = tokens.DEFAULT_ENCODING, *, counter: tokens.Counter | None = None) -> int:
+        """The tokens the visible messages cost in a chat request: each message's count plus the
+        reply priming (3, once; 0 when nothing is visible), so it equals
+        ``tokens.count_messages(arr.messages(), encoding)``. Each stored message is counted once
+        per encoding and cached (snapshots and rollback keep the counts): O(1) once counted, O(k)
+        after k appends. With ``counter`` (any callable, see :mod:`memci.tokens`): the sum of
+        ``counter(m)``, O(n) in Python, except :func:`memci.tokens.approximate`, which is cached."""
+        return budget.token_count(self._store, encoding, counter)
+
+    def trim_to_tokens(
+        self,
+        max_tokens: int,
+        *,
+        strategy: str = "last",
+        keep_system: bool = True,
+        start_on: str | Sequence[str] | None = "user",
+        end_on: str | Sequence[str] | None = None,
+        allow_partial: bool = False,
+        encoding: str = tokens.DEFAULT_ENCODING,
+        counter: tokens.Counter | None = None,
+    ) -> OperationResult:
+        """Keep the last (``strategy="last"``) or first messages that fit ``max_tokens``, as a new
+        batch: LangChain's ``trim_messages`` where they overlap, except that an assistant message
+        that calls tools and its results are kept or dropped together, always. ``keep_system``
+        keeps the leading system/developer messages (whatever they cost); ``start_on`` (last only)
+        and ``end_on`` name the roles the kept messages must start and end on (whole units are
+        dropped until they do); ``allow_partial`` cuts the message at the boundary to its last (or
+        first) lines that fit. With an encoding the result's ``token_count(encoding)`` is at most
+        ``max_tokens`` (unless the system messages alone exceed it); with ``counter`` (any
+        callable) the sum of its counts is. O(k log n) for k messages looked at, once counted;
+        the GIL is released. Semantics: ``docs/tokens.md``."""
+        name = budget.trim_to_tokens(
+            self._store,
+            max_tokens,
+            strategy=strategy,
+            keep_system=keep_system,
+            start_on=start_on,
+            end_on=end_on,
+            allow_partial=allow_partial,
+            encoding=encoding,
+            counter=counter,
+        )
+        stats = self.stats()
+        return OperationResult(name, stats.current_batch_index, stats.current_batch_messages, stats)
+
+    @property
+    def usage(self) -> TokenUsage:
+        """The token usage the model reported for this conversation: ``arr.usage.record(response)``
+        files it under the current batch; ``arr.usage.per_batch()`` and ``.total`` read it back.
+        Kept in memory only (not saved, not copied; a rollback keeps it). See :mod:`memci.usage`."""
+        try:
+            return self._usage
+        except AttributeError:
+            self._usage = TokenUsage(batch=lambda: self._store.batch_index)
+            return self._usage
 
     # ---- saving and copying ----------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ __all__ = [
     "MemciError",
     "PositionError",
     "StateError",
+    "StorageError",
 ]
 
 
@@ -48,3 +49,16 @@ class PositionError(MemciError, IndexError):
 
 class StateError(MemciError, ValueError):
     """A saved state (``from_json``) that cannot be loaded; the message names the bad part."""
+
+
+class StorageError(MemciError, ValueError):
+    """A store refused a page or a state, or holds one it cannot read.
+
+    Raised for a value that is not JSON, a page index that is not a positive int, a page written
+    twice with different content, a corrupt file or database, and a store used after ``close()``.
+    ``where`` names the place: ``page 3: messages[2].metadata``, a file path, or a database path.
+    """
+
+    def __init__(self, message: str, where: str | None = None) -> None:
+        super().__init__(message)
+        self.where = where

@@ -19,6 +19,14 @@ mod _core {
     #[pymodule_export]
     use crate::python::pairs::{MessageView, sanitize_store, scan_list, scan_store};
 
+    #[pymodule_export]
+    use crate::python::tokens::{
+        count_message, count_message_list, count_text, count_texts, encoding_name, ranks_file, reply_priming,
+    };
+
+    #[pymodule_export]
+    use crate::python::search::SearchIndex;
+
     #[pymodule_init]
     fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
         use pyo3::types::PyModuleMethods;

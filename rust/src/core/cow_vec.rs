@@ -56,6 +56,12 @@ impl<T: Copy> CowVec<T> {
         self.len
     }
 
+    /// Whether `other` is a clone of this vector that neither has changed since (O(1)). While a
+    /// clone is held, any write copies, so sharing the chunks means holding the same items.
+    pub fn ptr_eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.chunks, &other.chunks) && self.len == other.len
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -11,7 +11,6 @@ use crate::core::arena::{Arena, NodeId};
 use crate::core::cow_vec::CowVec;
 use crate::core::error::{Error, Result};
 use crate::core::message;
-use crate::core::pair_index::PairCache;
 use crate::core::snapshot::{History, Snapshot, View};
 use crate::core::store::Store;
 use crate::core::value::{Encoder, Value, ValueRef};
@@ -242,7 +241,7 @@ impl Store {
             history,
             marks,
             tool_description,
-            pairs: PairCache::default(),
+            ..Store::default()
         })
     }
 }

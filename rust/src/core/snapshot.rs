@@ -7,18 +7,26 @@
 use crate::core::arena::{Arena, NodeId};
 use crate::core::cow_vec::CowVec;
 use crate::core::roles::RoleIndex;
+use crate::core::token_counts::ViewTotals;
 
 #[derive(Clone, Default, Debug)]
 pub struct View {
     pub visible: CowVec<NodeId>,
     pub roles: RoleIndex,
+    /// Token totals of this view; code that changes `visible` other than by `push` or `of` must
+    /// call `token_totals.forget()`.
+    pub token_totals: ViewTotals,
 }
 
 impl View {
     /// A view of `ids` in this order, with its role index built. O(n).
     pub fn of(ids: CowVec<NodeId>, arena: &Arena) -> Self {
         let roles = RoleIndex::from_roles(ids.iter().map(|&id| arena.role(id)));
-        Self { visible: ids, roles }
+        Self {
+            visible: ids,
+            roles,
+            token_totals: ViewTotals::default(),
+        }
     }
 
     pub fn len(&self) -> usize {

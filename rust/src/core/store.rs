@@ -16,6 +16,7 @@ use crate::core::message::{self, Facts};
 use crate::core::pair_index::PairCache;
 use crate::core::roles::Role;
 use crate::core::snapshot::{History, View};
+use crate::core::token_counts::TokenCounts;
 use crate::core::value::{Encoder, ValueRef, for_each_text};
 
 /// Below this many visible messages a text scan runs on one core (threads cost more than they save).
@@ -150,6 +151,8 @@ pub struct Store {
     pub(crate) tool_description: Option<NodeId>,
     /// The pair facts of stored messages, read on a scan's first meeting with them.
     pub(crate) pairs: PairCache,
+    /// Each stored message's token count per encoding, counted when first needed.
+    pub(crate) token_counts: TokenCounts,
 }
 
 impl Store {
@@ -232,6 +235,7 @@ impl Store {
         let id = self.store(incoming)[0];
         let old = self.view.visible[pos];
         self.view.visible.set(pos, id);
+        self.view.token_totals.forget();
         self.view
             .roles
             .move_position(pos as u32, self.arena.role(old), self.arena.role(id));

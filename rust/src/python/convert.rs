@@ -164,6 +164,12 @@ pub fn add_message(obj: &Bound<'_, PyAny>, incoming: &mut Incoming, path: &dyn F
     incoming.finish(start, path)
 }
 
+/// Encode any JSON value into `buf` without the message rules (for counting); `path` names it
+/// in errors (`messages[3]`).
+pub fn encode_value(obj: &Bound<'_, PyAny>, buf: &mut Vec<u8>, path: &str) -> Result<(), Error> {
+    encode(obj, &mut Encoder::new(buf), 0).map_err(|f| f.into_error(path))
+}
+
 /// Encode a message or a list of messages (all-or-nothing: the caller stores nothing on error).
 pub fn incoming(obj: &Bound<'_, PyAny>) -> Result<Incoming, Error> {
     let mut incoming = Incoming::default();

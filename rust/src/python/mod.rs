@@ -5,7 +5,10 @@ pub mod convert;
 pub mod decoded;
 pub mod errors;
 pub mod pairs;
+pub mod search;
 pub mod store;
+pub mod tokens;
+pub mod trim;
 
 use pyo3::prelude::*;
 

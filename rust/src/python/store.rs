@@ -74,11 +74,15 @@ fn opt_role(name: Option<&str>, what: &str) -> Result<Option<Role>, Error> {
 }
 
 impl MessageStore {
+    pub(crate) fn lock(&self) -> &RwLock<Store> {
+        &self.inner
+    }
+
     pub(crate) fn read(&self, py: Python<'_>) -> RwLockReadGuard<'_, Store> {
         self.inner.try_read().unwrap_or_else(|| py.detach(|| self.inner.read()))
     }
 
-    fn write(&self, py: Python<'_>) -> RwLockWriteGuard<'_, Store> {
+    pub(crate) fn write(&self, py: Python<'_>) -> RwLockWriteGuard<'_, Store> {
         self.inner
             .try_write()
             .unwrap_or_else(|| py.detach(|| self.inner.write()))
@@ -401,6 +405,52 @@ impl MessageStore {
     fn from_json(py: Python<'_>, text: &str) -> PyResult<Self> {
         let store = py.detach(|| Store::from_json(text))?;
         Ok(Self::with_store(store))
+    }
+
+    // ---- tokens (see python/tokens.rs) -------------------------------------------------------
+
+    /// The tokens of the visible messages (priming included); O(1) once counted.
+    fn token_count(&self, py: Python<'_>, encoding: &str) -> PyResult<u64> {
+        let e = crate::python::tokens::encoding(encoding)?;
+        Ok(py.detach(|| self.inner.write().token_count(e)))
+    }
+
+    /// The tokens of each visible message, in order.
+    fn message_token_counts(&self, py: Python<'_>, encoding: &str) -> PyResult<Vec<u64>> {
+        let e = crate::python::tokens::encoding(encoding)?;
+        Ok(py.detach(|| self.inner.write().message_token_counts(e)))
+    }
+
+    /// TRIM TO TOKENS: a new batch (see python/trim.rs).
+    #[pyo3(signature = (description, max_tokens, strategy, keep_system, start_on, end_on, allow_partial, encoding, counter))]
+    #[allow(clippy::too_many_arguments, clippy::fn_params_excessive_bools)]
+    fn trim_to_tokens(
+        &self,
+        py: Python<'_>,
+        description: String,
+        max_tokens: &Bound<'_, PyAny>,
+        strategy: &str,
+        keep_system: bool,
+        start_on: Option<Vec<String>>,
+        end_on: Option<Vec<String>>,
+        allow_partial: bool,
+        encoding: &str,
+        counter: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let max_tokens = count(max_tokens, "trim_to_tokens: max_tokens")? as u64;
+        crate::python::trim::trim_to_tokens(
+            self,
+            py,
+            description,
+            max_tokens,
+            strategy,
+            keep_system,
+            start_on,
+            end_on,
+            allow_partial,
+            encoding,
+            counter.as_ref(),
+        )
     }
 
     fn copy(&self, py: Python<'_>) -> Self {

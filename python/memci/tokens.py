@@ -1,0 +1,150 @@
+"""Exact, offline token counting for OpenAI's encodings, and the counters a token budget takes.
+
+>>> from memci import tokens
+>>> tokens.count("hello world")
+2
+>>> tokens.count_messages([{"role": "user", "content": "hello world"}])
+9
+
+``o200k_base`` (GPT-4o, GPT-4.1, GPT-5, o1, o3, o4-mini) and ``cl100k_base`` (GPT-4,
+GPT-3.5-turbo, text-embedding-3) are exact: the same counts as tiktoken, computed in Rust from ranks
+compiled into memci, so nothing is downloaded at run time. An ``encoding`` argument also takes a
+model name (``"gpt-4o"``, ``"gpt-4-0613"``). Text that looks like a special token
+(``"<|endoftext|>"``) is counted as the plain text it is.
+
+A message costs its texts plus the chat format's overhead: 3 tokens per message, 1 more for a
+``name``, 1 more per tool call; a list of messages costs 3 more once (the reply priming). The
+rules for content blocks, tool calls and images are in ``docs/tokens.md``.
+
+Where a count is taken, ``counter=`` accepts any callable that takes a message dict and returns
+its token count (an int >= 0), for models whose tokenizer memci does not ship;
+:func:`approximate` is LangChain's ``count_tokens_approximately`` rule for one message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from memci import _core
+from memci.errors import InvalidOperationError
+
+__all__ = [
+    "DEFAULT_ENCODING",
+    "ENCODINGS",
+    "Counter",
+    "Message",
+    "approximate",
+    "count",
+    "count_batch",
+    "count_message",
+    "count_messages",
+    "encoding_for_model",
+    "ranks_file",
+    "reply_priming",
+]
+
+#: An OpenAI chat-format message dict.
+Message = dict[str, Any]
+#: A message counter: a message dict in, its token count (an int >= 0) out.
+Counter = Callable[[Message], int]
+
+DEFAULT_ENCODING = "o200k_base"
+#: The exact encodings memci ships.
+ENCODINGS = ("o200k_base", "cl100k_base")
+#: The counting rule of :func:`approximate`, usable wherever an encoding name is.
+APPROXIMATE = "approximate"
+
+
+def _encoding(where: str, encoding: object) -> str:
+    if not isinstance(encoding, str):
+        raise InvalidOperationError(f"{where}: encoding must be a str, got {type(encoding).__name__}")
+    return _core.encoding_name(str.__str__(encoding))
+
+
+def encoding_for_model(model: str) -> str:
+    """The encoding a model name uses (``"gpt-4o"`` -> ``"o200k_base"``); an encoding's own name
+    returns itself. Unknown names raise :class:`~memci.InvalidOperationError`."""
+    return _encoding("encoding_for_model", model)
+
+
+def count(text: str, encoding: str = DEFAULT_ENCODING) -> int:
+    """The tokens of ``text``. O(len(text)); the GIL is released for long texts."""
+    if not isinstance(text, str):
+        raise InvalidOperationError(f"count: text must be a str, got {type(text).__name__}")
+    return _core.count_text(str.__str__(text), _encoding("count", encoding))
+
+
+def count_batch(texts: Iterable[str], encoding: str = DEFAULT_ENCODING) -> list[int]:
+    """The tokens of each text, in order, counted on all cores with the GIL released."""
+    name = _encoding("count_batch", encoding)
+    if isinstance(texts, str):
+        raise InvalidOperationError("count_batch: texts must be an iterable of str, not a str")
+    items = list(texts)
+    for i, text in enumerate(items):
+        if not isinstance(text, str):
+            raise InvalidOperationError(f"count_batch: texts[{i}] must be a str, got {type(text).__name__}")
+    return _core.count_texts(items, name)
+
+
+def counted(where: str, counter: Counter, message: Message) -> int:
+    """``counter(message)``, checked to be an int >= 0."""
+    value = counter(message)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidOperationError(f"{where}: the counter must return an int >= 0, got {value!r}")
+    return int(value)
+
+
+def resolve(where: str, encoding: str, counter: Counter | None) -> tuple[str, Counter | None]:
+    """The encoding name to count with in Rust, or the callable to count with in Python.
+    :func:`approximate` is recognised and counted in Rust (and cached)."""
+    if counter is None:
+        return _encoding(where, encoding), None
+    if counter is approximate:
+        return APPROXIMATE, None
+    if not callable(counter):
+        raise InvalidOperationError(f"{where}: counter must be callable, got {type(counter).__name__}")
+    return _encoding(where, encoding), counter
+
+
+def count_message(message: Message, encoding: str = DEFAULT_ENCODING, *, counter: Counter | None = None) -> int:
+    """The tokens one message costs in a chat request: its texts plus 3 (plus 1 for a ``name``,
+    1 per tool call), without the reply priming. With ``counter``, ``counter(message)``."""
+    name, fn = resolve("count_message", encoding, counter)
+    if fn is not None:
+        return counted("count_message", fn, message)
+    return _core.count_message(message, name)
+
+
+def count_messages(
+    messages: Iterable[Message], encoding: str = DEFAULT_ENCODING, *, counter: Counter | None = None
+) -> int:
+    """The tokens a list of messages costs: each message, plus the reply priming (3) once when
+    the list is not empty. With ``counter``: the sum of ``counter(m)``, nothing added. O(total
+    text), on all cores with the GIL released."""
+    name, fn = resolve("count_messages", encoding, counter)
+    items = list(messages)
+    if fn is not None:
+        return sum(counted(f"count_messages: messages[{i}]", fn, m) for i, m in enumerate(items))
+    counts = _core.count_message_list(items, name)
+    return sum(counts) + (_core.reply_priming(name) if counts else 0)
+
+
+def approximate(message: Message) -> int:
+    """LangChain's ``count_tokens_approximately`` for one message: its characters (content, role,
+    name, a tool result's call id, tool-call names and arguments) divided by 4, rounded up, plus
+    3; 85 per image. For models whose encoding is unknown. Pass it as ``counter=``; memci then
+    counts in Rust and caches the counts like an encoding's."""
+    return _core.count_message(message, APPROXIMATE)
+
+
+def reply_priming(encoding: str = DEFAULT_ENCODING) -> int:
+    """What a non-empty list of messages costs beyond its messages (3 for an exact encoding)."""
+    return _core.reply_priming(_encoding("reply_priming", encoding))
+
+
+def ranks_file(encoding: str = DEFAULT_ENCODING) -> str:
+    """The ranks file of an exact encoding in tiktoken's format (``<base64 token> <rank>`` per
+    line), byte for byte the file OpenAI publishes, rebuilt from the ranks memci ships: write it to
+    ``$TIKTOKEN_CACHE_DIR/<sha1 of the file's URL>`` and tiktoken loads offline."""
+    return _core.ranks_file(_encoding("ranks_file", encoding))

@@ -1,0 +1,384 @@
+//! Token counting: OpenAI's `o200k_base` and `cl100k_base` encodings (exact, offline: the ranks
+//! are compiled into the binary by `bpe-openai`), LangChain's character approximation, and the
+//! chat format's per-message rules (see `docs/tokens.md`).
+//!
+//! `bpe-openai` was chosen over `tiktoken-rs` by measurement on the same 26k generated agent
+//! texts (10 MB, 13% CJK), one core: `o200k_base` 150 ms against 205 ms, `cl100k_base` 198 ms
+//! against 291 ms, identical token ids on every text, and 40 ms against 97 ms to load.
+
+use std::fmt::Write as _;
+
+use base64::Engine as _;
+use bpe_openai::Tokenizer;
+use rayon::prelude::*;
+
+use crate::core::error::{Error, Result};
+use crate::core::json::write_value;
+use crate::core::value::{Items, Value, ValueRef};
+
+/// How text is turned into a token count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    /// GPT-4o, GPT-4.1, GPT-4.5, GPT-5, o1, o3, o4-mini.
+    O200kBase,
+    /// GPT-4, GPT-3.5-turbo, text-embedding-3-*, text-embedding-ada-002.
+    Cl100kBase,
+    /// LangChain's `count_tokens_approximately`: a character count divided by 4, rounded up per
+    /// message. For models whose encoding is unknown.
+    Approximate,
+}
+
+/// The names `Encoding::parse` accepts besides the encodings' own: model names, then model-name
+/// prefixes (a dated snapshot such as `gpt-4o-2024-08-06`), as tiktoken maps them.
+const MODELS: [(&str, Encoding); 14] = [
+    ("gpt-4o", Encoding::O200kBase),
+    ("chatgpt-4o-latest", Encoding::O200kBase),
+    ("gpt-4.1", Encoding::O200kBase),
+    ("gpt-4.5", Encoding::O200kBase),
+    ("gpt-5", Encoding::O200kBase),
+    ("o1", Encoding::O200kBase),
+    ("o3", Encoding::O200kBase),
+    ("o4-mini", Encoding::O200kBase),
+    ("gpt-4", Encoding::Cl100kBase),
+    ("gpt-3.5-turbo", Encoding::Cl100kBase),
+    ("gpt-35-turbo", Encoding::Cl100kBase),
+    ("text-embedding-ada-002", Encoding::Cl100kBase),
+    ("text-embedding-3-small", Encoding::Cl100kBase),
+    ("text-embedding-3-large", Encoding::Cl100kBase),
+];
+
+/// Tokens every message costs beyond its texts: the start and end markers and the separator after
+/// the role (OpenAI cookbook, "How to count tokens with tiktoken").
+pub const PER_MESSAGE: u64 = 3;
+/// A `name` field costs its text and one more token.
+pub const PER_NAME: u64 = 1;
+/// Each tool call costs its name, its arguments and one more token (the rule tiktoken-rs uses).
+pub const PER_TOOL_CALL: u64 = 1;
+/// The reply priming (`<|start|>assistant<|message|>`) a list of messages costs once.
+pub const REPLY_PRIMING: u64 = 3;
+/// An image at `detail: "low"`: OpenAI's fixed cost.
+pub const IMAGE_LOW: u64 = 85;
+/// Any other image: a 1024x1024 image at high detail (85 + 4 tiles of 170); the size of an image
+/// is not known without fetching it.
+pub const IMAGE_HIGH: u64 = 765;
+/// LangChain's approximation: characters per token.
+const CHARS_PER_TOKEN: u64 = 4;
+
+impl Encoding {
+    pub const ALL: [Encoding; 3] = [Encoding::O200kBase, Encoding::Cl100kBase, Encoding::Approximate];
+
+    /// An encoding by its name (`o200k_base`, `cl100k_base`, `approximate`) or by a model's name.
+    pub fn parse(name: &str) -> Result<Encoding> {
+        match name {
+            "o200k_base" => return Ok(Encoding::O200kBase),
+            "cl100k_base" => return Ok(Encoding::Cl100kBase),
+            "approximate" => return Ok(Encoding::Approximate),
+            _ => {}
+        }
+        let by_model = MODELS.iter().find(|(model, _)| *model == name).or_else(|| {
+            MODELS
+                .iter()
+                .filter(|(model, _)| name.starts_with(model) && name[model.len()..].starts_with('-'))
+                .max_by_key(|(model, _)| model.len())
+        });
+        by_model.map(|(_, e)| *e).ok_or_else(|| {
+            Error::InvalidOperation(format!(
+                "unknown encoding {name:?}: expected o200k_base, cl100k_base, approximate or an OpenAI model name such as gpt-4o"
+            ))
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Encoding::O200kBase => "o200k_base",
+            Encoding::Cl100kBase => "cl100k_base",
+            Encoding::Approximate => "approximate",
+        }
+    }
+
+    /// Position in [`Encoding::ALL`], for per-encoding tables.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    fn tokenizer(self) -> Option<&'static Tokenizer> {
+        match self {
+            Encoding::O200kBase => Some(bpe_openai::o200k_base()),
+            Encoding::Cl100kBase => Some(bpe_openai::cl100k_base()),
+            Encoding::Approximate => None,
+        }
+    }
+
+    /// The tokens of `text`. Text that looks like a special token (`<|endoftext|>`) is counted as
+    /// the plain text it is, as tiktoken's `encode_ordinary` does. O(len).
+    pub fn count(self, text: &str) -> u64 {
+        match self.tokenizer() {
+            Some(t) => t.count(text) as u64,
+            None => (text.chars().count() as u64).div_ceil(CHARS_PER_TOKEN),
+        }
+    }
+
+    /// The count of each text, spread over the cores.
+    pub fn count_batch<S: AsRef<str> + Sync>(self, texts: &[S]) -> Vec<u64> {
+        texts
+            .par_iter()
+            .with_min_len(8)
+            .map(|t| self.count(t.as_ref()))
+            .collect()
+    }
+
+    /// What a list of messages costs beyond its messages: the reply priming for an exact encoding
+    /// (none for an empty list); LangChain's approximation adds nothing.
+    pub fn priming(self) -> u64 {
+        match self {
+            Encoding::Approximate => 0,
+            _ => REPLY_PRIMING,
+        }
+    }
+
+    /// The tokens one message costs in a chat request (see `docs/tokens.md`).
+    pub fn count_message(self, message: ValueRef<'_>) -> u64 {
+        let mut tally = Tally {
+            encoding: self,
+            tokens: 0,
+            chars: 0,
+        };
+        tally.message(message);
+        tally.finish()
+    }
+
+    /// The tokens of a list of messages: each message, plus the priming once if there are any.
+    pub fn count_messages<'a>(self, messages: impl IntoIterator<Item = ValueRef<'a>>) -> u64 {
+        let mut any = false;
+        let total: u64 = messages
+            .into_iter()
+            .map(|m| {
+                any = true;
+                self.count_message(m)
+            })
+            .sum();
+        if any { total + self.priming() } else { 0 }
+    }
+
+    /// The ranks file tiktoken reads (`<base64 of the token's bytes> <rank>` per line), rebuilt
+    /// from the compiled-in ranks: byte for byte the file OpenAI publishes. `None` for
+    /// `Approximate`.
+    pub fn ranks_file(self) -> Option<String> {
+        let bpe = &self.tokenizer()?.bpe;
+        let engine = base64::engine::general_purpose::STANDARD;
+        let mut out = String::with_capacity(bpe.num_tokens() * 16);
+        for rank in 0..bpe.num_tokens() as u32 {
+            engine.encode_string(bpe.token_bytes(rank), &mut out);
+            let _ = writeln!(out, " {rank}");
+        }
+        Some(out)
+    }
+}
+
+/// Adds up one message: exact encodings count each text; the approximation counts characters
+/// and divides once at the end, as LangChain does.
+struct Tally {
+    encoding: Encoding,
+    tokens: u64,
+    chars: u64,
+}
+
+impl Tally {
+    fn exact(&self) -> bool {
+        self.encoding != Encoding::Approximate
+    }
+
+    fn text(&mut self, text: &str) {
+        match self.encoding.tokenizer() {
+            Some(t) => self.tokens += t.count(text) as u64,
+            None => self.chars += text.chars().count() as u64,
+        }
+    }
+
+    /// A fixed cost that only exact counting charges (LangChain's approximation has none).
+    fn overhead(&mut self, tokens: u64) {
+        if self.exact() {
+            self.tokens += tokens;
+        }
+    }
+
+    fn finish(self) -> u64 {
+        self.tokens + self.chars.div_ceil(CHARS_PER_TOKEN) + PER_MESSAGE
+    }
+
+    fn message(&mut self, message: ValueRef<'_>) {
+        let Some(fields) = message.as_dict() else {
+            return;
+        };
+        let role = fields.field("role").and_then(ValueRef::as_str);
+        for (key, value) in fields.entries() {
+            match (key, value.get()) {
+                ("role" | "refusal", Value::Str(s)) => self.text(s),
+                ("content", _) => self.content(value),
+                ("name", Value::Str(s)) => {
+                    self.text(s);
+                    self.overhead(PER_NAME);
+                }
+                ("tool_calls", Value::List(calls)) => {
+                    for call in calls.values() {
+                        if let Some(function) = call.field("function") {
+                            self.call(function);
+                        }
+                    }
+                }
+                ("function_call", Value::Dict(_)) => self.call(value),
+                // LangChain's approximation counts a tool result's call id; exact counting does
+                // not (the id is API plumbing, not text the model reads).
+                ("tool_call_id", Value::Str(s)) if !self.exact() && role == Some("tool") => self.text(s),
+                _ => {}
+            }
+        }
+    }
+
+    /// An OpenAI `function` of a tool call: its name and its arguments (a JSON string).
+    fn call(&mut self, function: ValueRef<'_>) {
+        for key in ["name", "arguments"] {
+            if let Some(s) = function.field(key).and_then(ValueRef::as_str) {
+                self.text(s);
+            }
+        }
+        self.overhead(PER_TOOL_CALL);
+    }
+
+    fn content(&mut self, content: ValueRef<'_>) {
+        match content.get() {
+            Value::Str(s) => self.text(s),
+            Value::List(blocks) => {
+                for block in blocks.values() {
+                    self.block(block);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn block(&mut self, block: ValueRef<'_>) {
+        let fields = match block.get() {
+            Value::Str(s) => return self.text(s),
+            Value::Dict(fields) => fields,
+            _ => return,
+        };
+        let text = |key: &str| fields.field(key).and_then(ValueRef::as_str);
+        match text("type") {
+            Some("image_url" | "image" | "input_image") => {
+                self.tokens += if self.exact() && image_detail(fields) != Some("low") {
+                    IMAGE_HIGH
+                } else {
+                    IMAGE_LOW
+                };
+            }
+            Some("tool_use") => {
+                if let Some(name) = text("name") {
+                    self.text(name);
+                }
+                if let Some(input) = fields.field("input") {
+                    let mut json = String::new();
+                    write_value(&mut json, input);
+                    self.text(&json);
+                }
+                self.overhead(PER_TOOL_CALL);
+            }
+            Some("tool_result") => {
+                if let Some(inner) = fields.field("content") {
+                    self.content(inner);
+                }
+            }
+            Some("thinking") => {
+                if let Some(s) = text("thinking") {
+                    self.text(s);
+                }
+            }
+            _ => {
+                if let Some(s) = text("text") {
+                    self.text(s);
+                }
+            }
+        }
+    }
+}
+
+/// `detail` of an image block: OpenAI's `{"image_url": {"url", "detail"}}` or a flat `detail`.
+fn image_detail(fields: Items<'_>) -> Option<&str> {
+    fields
+        .field("image_url")
+        .and_then(|u| u.field("detail"))
+        .or_else(|| fields.field("detail"))
+        .and_then(ValueRef::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::value::Encoder;
+
+    fn message(role: &str, content: &str, extra: &[(&str, &str)]) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let mut e = Encoder::new(&mut buf);
+        let d = e.open_dict(2 + extra.len());
+        e.key("role");
+        e.str(role);
+        e.key("content");
+        e.str(content);
+        for (k, v) in extra {
+            e.key(k);
+            e.str(v);
+        }
+        e.close(d);
+        buf
+    }
+
+    #[test]
+    fn counts_known_texts_exactly() {
+        assert_eq!(Encoding::Cl100kBase.count("hello world"), 2);
+        assert_eq!(Encoding::O200kBase.count("hello world"), 2);
+        assert_eq!(Encoding::O200kBase.count(""), 0);
+        // Special-token lookalikes are plain text: several tokens, never one.
+        assert!(Encoding::O200kBase.count("<|endoftext|>") > 1);
+        assert_eq!(Encoding::Approximate.count("abcde"), 2);
+        assert_eq!(Encoding::Approximate.count("你好"), 1);
+    }
+
+    #[test]
+    fn names_and_models_resolve_to_encodings() {
+        assert_eq!(Encoding::parse("gpt-4o").unwrap(), Encoding::O200kBase);
+        assert_eq!(Encoding::parse("gpt-4o-2024-08-06").unwrap(), Encoding::O200kBase);
+        assert_eq!(Encoding::parse("gpt-4-0613").unwrap(), Encoding::Cl100kBase);
+        assert_eq!(Encoding::parse("gpt-4.1-mini").unwrap(), Encoding::O200kBase);
+        assert_eq!(Encoding::parse("cl100k_base").unwrap(), Encoding::Cl100kBase);
+        let err = Encoding::parse("p50k_base").unwrap_err().to_string();
+        assert!(err.contains("\"p50k_base\""), "{err}");
+        assert!(Encoding::parse("gpt-4ox").is_err());
+    }
+
+    #[test]
+    fn a_message_costs_its_texts_and_the_chat_overhead() {
+        let e = Encoding::Cl100kBase;
+        let m = message("user", "hello world", &[("name", "bob")]);
+        let expected = PER_MESSAGE + e.count("user") + e.count("hello world") + e.count("bob") + PER_NAME;
+        assert_eq!(e.count_message(ValueRef::new(&m)), expected);
+        let list = e.count_messages([ValueRef::new(&m), ValueRef::new(&m)]);
+        assert_eq!(list, 2 * expected + REPLY_PRIMING);
+        assert_eq!(e.count_messages(std::iter::empty()), 0);
+    }
+
+    #[test]
+    fn the_approximation_divides_characters_once_per_message() {
+        let m = message("tool", "abcdefgh", &[("tool_call_id", "call_1")]);
+        // 4 (role) + 8 (content) + 6 (call id) characters: ceil(18 / 4) + 3.
+        assert_eq!(Encoding::Approximate.count_message(ValueRef::new(&m)), 5 + 3);
+        assert_eq!(Encoding::Approximate.priming(), 0);
+    }
+
+    #[test]
+    fn ranks_files_start_with_the_single_bytes() {
+        let file = Encoding::Cl100kBase.ranks_file().unwrap();
+        assert!(file.starts_with("IQ== 0\nIg== 1\n"));
+        assert_eq!(file.lines().count(), 100_256);
+        assert!(Encoding::Approximate.ranks_file().is_none());
+    }
+}

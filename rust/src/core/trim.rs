@@ -1,0 +1,641 @@
+//! TRIM TO TOKENS: keep the most recent (or the first) messages that fit a token budget, with
+//! LangChain's `trim_messages` semantics where they overlap, except that an assistant message
+//! that calls tools and the results that answer it form one *unit*, kept or dropped whole.
+//!
+//! A trim is planned on a view ([`select`]), may cut one message to fit ([`partial`]), and is
+//! applied ([`Store::apply_trim`]). The counts come from a closure, so the same plan serves the
+//! cached encodings and a Python counter. See `docs/tokens.md`.
+
+use std::convert::Infallible;
+use std::ops::Range;
+
+use crate::core::arena::{Arena, NodeId};
+use crate::core::cow_vec::CowVec;
+use crate::core::roles::Role;
+use crate::core::snapshot::View;
+use crate::core::store::Store;
+use crate::core::tokens::Encoding;
+use crate::core::value::{Encoder, Value, ValueRef};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// Keep the first messages that fit.
+    First,
+    /// Keep the last messages that fit.
+    Last,
+}
+
+/// A set of roles (empty: not given).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Roles(u8);
+
+impl Roles {
+    pub fn of(roles: &[Role]) -> Self {
+        Self(roles.iter().fold(0, |bits, r| bits | 1 << (*r as u8)))
+    }
+
+    pub fn has(self, role: Role) -> bool {
+        self.0 & (1 << (role as u8)) != 0
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// What a trim is asked to do.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    pub max_tokens: u64,
+    pub strategy: Strategy,
+    /// Keep the leading system/developer messages whatever they cost.
+    pub keep_system: bool,
+    /// `Last` only: the kept tail must start on one of these roles (whole units are dropped from
+    /// its old end until it does).
+    pub start_on: Roles,
+    /// The kept messages must end on one of these roles (`Last`: whole units are dropped from the
+    /// end of the history first; `First`: from the end of the kept head).
+    pub end_on: Roles,
+    pub allow_partial: bool,
+    /// What a non-empty result costs beyond its messages (the reply priming of an encoding).
+    pub priming: u64,
+}
+
+/// The plan of a trim over the visible list it was made on (positions into it).
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    /// The leading system/developer messages kept: positions `0..system`.
+    pub system: usize,
+    /// The units kept, in the order they were taken (newest first for `Last`).
+    pub kept: Vec<Range<usize>>,
+    /// The single message that did not fit and may be cut to fit: its position and the tokens
+    /// left for it.
+    pub candidate: Option<(usize, u64)>,
+}
+
+/// A piece of the result: a run of kept positions, or the cut message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Slot {
+    Keep(Range<usize>),
+    Cut,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Plain,
+    /// An assistant message that calls tools (OpenAI `tool_calls`, or `tool_use` blocks).
+    Calls,
+    /// A `tool` message.
+    ToolResult,
+    /// A user message carrying `tool_result` blocks (Anthropic).
+    Results,
+}
+
+fn has_block(message: ValueRef<'_>, kind: &str) -> bool {
+    message
+        .field("content")
+        .and_then(ValueRef::as_list)
+        .is_some_and(|blocks| {
+            blocks
+                .values()
+                .any(|b| b.field("type").and_then(ValueRef::as_str) == Some(kind))
+        })
+}
+
+fn kind(arena: &Arena, id: NodeId) -> Kind {
+    match arena.role(id) {
+        Role::Tool => Kind::ToolResult,
+        Role::Assistant => {
+            let m = arena.message(id);
+            let calls = m
+                .field("tool_calls")
+                .and_then(ValueRef::as_list)
+                .is_some_and(|c| c.count > 0);
+            if calls || has_block(m, "tool_use") {
+                Kind::Calls
+            } else {
+                Kind::Plain
+            }
+        }
+        Role::User if has_block(arena.message(id), "tool_result") => Kind::Results,
+        _ => Kind::Plain,
+    }
+}
+
+/// The visible list a trim reads: ids, roles and kinds by position.
+struct Messages<'a> {
+    visible: &'a CowVec<NodeId>,
+    arena: &'a Arena,
+}
+
+impl Messages<'_> {
+    fn role(&self, pos: usize) -> Role {
+        self.arena.role(self.visible[pos])
+    }
+
+    fn kind(&self, pos: usize) -> Kind {
+        kind(self.arena, self.visible[pos])
+    }
+
+    /// The unit that ends at `last`, not reaching below `floor`.
+    fn unit_ending_at(&self, last: usize, floor: usize) -> Range<usize> {
+        match self.kind(last) {
+            Kind::ToolResult => {
+                let mut first = last;
+                while first > floor && self.kind(first - 1) == Kind::ToolResult {
+                    first -= 1;
+                }
+                if first > floor && self.kind(first - 1) == Kind::Calls {
+                    first - 1..last + 1
+                } else {
+                    last..last + 1
+                }
+            }
+            Kind::Results if last > floor && self.kind(last - 1) == Kind::Calls => last - 1..last + 1,
+            _ => last..last + 1,
+        }
+    }
+
+    /// The unit that starts at `first`, not reaching `ceiling`.
+    fn unit_starting_at(&self, first: usize, ceiling: usize) -> Range<usize> {
+        if self.kind(first) != Kind::Calls {
+            return first..first + 1;
+        }
+        let mut end = first + 1;
+        while end < ceiling && self.kind(end) == Kind::ToolResult {
+            end += 1;
+        }
+        if end == first + 1 && end < ceiling && self.kind(end) == Kind::Results {
+            end += 1;
+        }
+        first..end
+    }
+}
+
+/// Plan a trim of `visible`; `count(pos)` is the token count of the message at `pos` (called
+/// only for the messages the plan looks at: O(k) for k kept, plus the dropped end).
+pub fn select(
+    visible: &CowVec<NodeId>,
+    arena: &Arena,
+    budget: &Budget,
+    count: &mut dyn FnMut(usize) -> u64,
+) -> Selection {
+    let m = Messages { visible, arena };
+    let mut end = visible.len();
+    if budget.strategy == Strategy::Last && !budget.end_on.is_empty() {
+        while end > 0 && !budget.end_on.has(m.role(end - 1)) {
+            end = m.unit_ending_at(end - 1, 0).start;
+        }
+    }
+    let system = if budget.keep_system {
+        (0..end).take_while(|&p| m.role(p).is_instruction()).count()
+    } else {
+        0
+    };
+    let system_cost: u64 = (0..system).map(&mut *count).sum();
+    let mut room = budget
+        .max_tokens
+        .saturating_sub(system_cost)
+        .saturating_sub(budget.priming);
+    let mut selection = Selection {
+        system,
+        ..Selection::default()
+    };
+    let mut at = match budget.strategy {
+        Strategy::Last => end,
+        Strategy::First => system,
+    };
+    loop {
+        let unit = match budget.strategy {
+            Strategy::Last if at > system => m.unit_ending_at(at - 1, system),
+            Strategy::First if at < end => m.unit_starting_at(at, end),
+            _ => break,
+        };
+        let cost: u64 = unit.clone().map(&mut *count).sum();
+        if cost > room {
+            if budget.allow_partial && unit.len() == 1 && m.kind(unit.start) == Kind::Plain {
+                selection.candidate = Some((unit.start, room));
+            }
+            break;
+        }
+        room -= cost;
+        at = match budget.strategy {
+            Strategy::Last => unit.start,
+            Strategy::First => unit.end,
+        };
+        selection.kept.push(unit);
+    }
+    selection
+}
+
+/// The result of a plan, in order, after the role rules: `Last` drops whole units from the old
+/// end of the tail until it starts on `start_on`; `First` drops them from the end of the head
+/// until it ends on `end_on`. `cut` says the candidate was cut to fit and is part of the result.
+pub fn finish(selection: &Selection, cut: bool, visible: &CowVec<NodeId>, arena: &Arena, budget: &Budget) -> Vec<Slot> {
+    let m = Messages { visible, arena };
+    let mut taken: Vec<Slot> = selection.kept.iter().cloned().map(Slot::Keep).collect();
+    if cut {
+        taken.push(Slot::Cut);
+    }
+    let candidate = selection.candidate.map_or(0, |(pos, _)| pos);
+    let (rule, edge): (Roles, fn(&Range<usize>) -> usize) = match budget.strategy {
+        Strategy::Last => (budget.start_on, |r| r.start),
+        Strategy::First => (budget.end_on, |r| r.end - 1),
+    };
+    if !rule.is_empty() {
+        while let Some(slot) = taken.last() {
+            let pos = match slot {
+                Slot::Keep(range) => edge(range),
+                Slot::Cut => candidate,
+            };
+            if rule.has(m.role(pos)) {
+                break;
+            }
+            taken.pop();
+        }
+    }
+    if budget.strategy == Strategy::Last {
+        taken.reverse();
+    }
+    let mut out = Vec::with_capacity(taken.len() + 1);
+    if selection.system > 0 {
+        out.push(Slot::Keep(0..selection.system));
+    }
+    out.extend(taken);
+    out
+}
+
+/// Python's `text.split("\n")` with the newline kept on every piece but the last (LangChain's
+/// default text splitter).
+fn lines(text: &str) -> Vec<&str> {
+    let mut out: Vec<&str> = text.split_inclusive('\n').collect();
+    if text.is_empty() || text.ends_with('\n') {
+        out.push("");
+    }
+    out
+}
+
+/// `message` with its content replaced by what `write` encodes (every other key as it was).
+fn with_content(message: ValueRef<'_>, write: &dyn Fn(&mut Encoder<'_>)) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut e = Encoder::new(&mut buf);
+    if let Some(fields) = message.as_dict() {
+        let d = e.open_dict(fields.count);
+        for (key, value) in fields.entries() {
+            e.key(key);
+            if key == "content" {
+                write(&mut e);
+            } else {
+                e.raw(value);
+            }
+        }
+        e.close(d);
+    }
+    buf
+}
+
+fn blocks_message(message: ValueRef<'_>, blocks: &[ValueRef<'_>]) -> Vec<u8> {
+    with_content(message, &|e| {
+        let l = e.open_list(blocks.len());
+        for b in blocks {
+            e.raw(*b);
+        }
+        e.close(l);
+    })
+}
+
+fn text_message(message: ValueRef<'_>, text: &str) -> Vec<u8> {
+    with_content(message, &|e| e.str(text))
+}
+
+/// The largest `k` in `0..=n` with `fits(k)`, by LangChain's binary search (which assumes `fits`
+/// holds for a prefix of the `k`s).
+fn largest<E>(n: usize, fits: &mut dyn FnMut(usize) -> Result<bool, E>) -> Result<usize, E> {
+    let (mut lo, mut hi) = (0, n);
+    for _ in 0..(usize::BITS - n.leading_zeros()) {
+        if lo >= hi {
+            break;
+        }
+        let mid = (lo + hi).div_ceil(2);
+        if fits(mid)? {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    Ok(lo)
+}
+
+/// Cut `message` to fit `room` tokens, as LangChain's `allow_partial` does: a list of blocks
+/// loses blocks from the far end (the start for `Last`) while that is enough; otherwise the text
+/// (the string content, or the one block left) keeps as many whole lines from the near end as
+/// fit. Returns the new message, or `None` when nothing fits. Unlike LangChain, which counts the
+/// kept lines in reverse order while searching for `Last`, the text counted is the text kept.
+pub fn partial<E>(
+    message: ValueRef<'_>,
+    room: u64,
+    strategy: Strategy,
+    count: &mut dyn FnMut(ValueRef<'_>) -> Result<u64, E>,
+) -> Result<Option<Vec<u8>>, E> {
+    let last = strategy == Strategy::Last;
+    let mut fits = |bytes: &[u8]| -> Result<bool, E> { Ok(count(ValueRef::new(bytes))? <= room) };
+    let text = match message.field("content").map(ValueRef::get) {
+        Some(Value::Str(s)) => Some(s),
+        Some(Value::List(items)) => {
+            let mut blocks: Vec<ValueRef<'_>> = items.values().collect();
+            if last {
+                blocks.reverse();
+            }
+            for keep in (1..blocks.len()).rev() {
+                let mut kept = blocks[..keep].to_vec();
+                if last {
+                    kept.reverse();
+                }
+                let candidate = blocks_message(message, &kept);
+                if fits(&candidate)? {
+                    return Ok(Some(candidate));
+                }
+            }
+            blocks.first().and_then(|b| match b.get() {
+                Value::Str(s) => Some(s),
+                Value::Dict(d) if d.field("type").and_then(ValueRef::as_str) == Some("text") => {
+                    d.field("text").and_then(ValueRef::as_str)
+                }
+                _ => None,
+            })
+        }
+        _ => None,
+    };
+    let Some(text) = text.filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    let mut pieces = lines(text);
+    if last {
+        pieces.reverse();
+    }
+    let joined = |k: usize| -> String {
+        if last {
+            pieces[..k].iter().rev().copied().collect()
+        } else {
+            pieces[..k].concat()
+        }
+    };
+    let k = largest(pieces.len(), &mut |k| fits(&text_message(message, &joined(k))))?;
+    Ok((k > 0).then(|| text_message(message, &joined(k))))
+}
+
+/// Counts are computed this many at a time when a trim reaches uncounted messages (doubling up
+/// to `PREFETCH_MAX`), on all cores: a cold history is counted about as fast as `token_count`,
+/// and only as far back as the trim looks.
+const PREFETCH_FIRST: usize = 64;
+const PREFETCH_MAX: usize = 1 << 14;
+
+impl Store {
+    /// TRIM with the cached counts of `encoding`: plan, cut (if asked) and apply under one lock.
+    /// A new batch. O(k log n) for k messages looked at, once counted.
+    pub fn trim_to_tokens(&mut self, budget: &Budget, encoding: Encoding, description: String) {
+        let visible = self.view.visible.clone();
+        let len = visible.len();
+        let (arena, counts) = (&self.arena, &mut self.token_counts);
+        let mut window = PREFETCH_FIRST;
+        let selection = select(&visible, arena, budget, &mut |pos| {
+            let id = visible[pos];
+            if let Some(c) = counts.get(encoding, id) {
+                return c;
+            }
+            let ahead = match budget.strategy {
+                Strategy::Last => (pos + 1).saturating_sub(window)..pos + 1,
+                Strategy::First => pos..(pos + window).min(len),
+            };
+            counts.fill(arena, encoding, visible.range(ahead));
+            window = (window * 2).min(PREFETCH_MAX);
+            counts.count(arena, encoding, id)
+        });
+        let cut = selection.candidate.and_then(|(pos, room)| {
+            let message = self.arena.message(visible[pos]);
+            let exact = &mut |m: ValueRef<'_>| Ok::<u64, Infallible>(encoding.count_message(m));
+            match partial(message, room, budget.strategy, exact) {
+                Ok(cut) => cut,
+                Err(never) => match never {},
+            }
+        });
+        self.apply_trim(&visible, &selection, cut, budget, description);
+    }
+
+    /// Apply a trim planned on `planned` (which must still be the visible list; otherwise nothing
+    /// changes and `false` comes back): a new batch holding the kept messages, the cut message
+    /// stored as a new message in place of its original. O(k log n).
+    pub fn apply_trim(
+        &mut self,
+        planned: &CowVec<NodeId>,
+        selection: &Selection,
+        cut: Option<Vec<u8>>,
+        budget: &Budget,
+        description: String,
+    ) -> bool {
+        // Equal ids mean an equal plan (stored messages never change): an unchanged list shares
+        // its chunks (O(1)); a list rebuilt with the same ids is compared item by item.
+        if !self.view.visible.ptr_eq(planned) && self.view.visible != *planned {
+            return false;
+        }
+        let slots = finish(selection, cut.is_some(), planned, &self.arena, budget);
+        let mut kept: Vec<NodeId> = Vec::new();
+        for slot in slots {
+            match slot {
+                Slot::Keep(range) => kept.extend(planned.range(range)),
+                Slot::Cut => {
+                    if let (Some(bytes), Some((pos, _))) = (&cut, selection.candidate) {
+                        let original = planned[pos];
+                        let id = self
+                            .arena
+                            .push(bytes, self.arena.role(original), self.arena.timestamp(original));
+                        kept.push(id);
+                    }
+                }
+            }
+        }
+        self.history
+            .end_batch(self.view.clone(), crate::core::store::now(), description);
+        self.view = View::of(CowVec::from_slice(&kept), &self.arena);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::store::Incoming;
+
+    /// (role, content, calls): calls > 0 makes an assistant message with that many tool calls.
+    fn store(messages: &[(&str, &str)]) -> Store {
+        let mut incoming = Incoming::default();
+        for (role, content) in messages {
+            let (start, mut e) = incoming.encoder();
+            let calls = *role == "assistant" && content.starts_with("call");
+            let d = e.open_dict(2 + usize::from(calls) + usize::from(*role == "tool"));
+            e.key("role");
+            e.str(role);
+            e.key("content");
+            e.str(content);
+            if calls {
+                e.key("tool_calls");
+                let l = e.open_list(1);
+                let c = e.open_dict(3);
+                e.key("id");
+                e.str("c");
+                e.key("type");
+                e.str("function");
+                e.key("function");
+                let f = e.open_dict(2);
+                e.key("name");
+                e.str("f");
+                e.key("arguments");
+                e.str("{}");
+                e.close(f);
+                e.close(c);
+                e.close(l);
+            }
+            if *role == "tool" {
+                e.key("tool_call_id");
+                e.str("c");
+            }
+            e.close(d);
+            incoming.finish(start, || "m".into()).unwrap();
+        }
+        let mut store = Store::default();
+        store.append(&incoming);
+        store
+    }
+
+    fn budget(max_tokens: u64, strategy: Strategy) -> Budget {
+        Budget {
+            max_tokens,
+            strategy,
+            keep_system: true,
+            start_on: Roles::default(),
+            end_on: Roles::default(),
+            allow_partial: false,
+            priming: 0,
+        }
+    }
+
+    /// Every message costs 1: the budget is a message count.
+    fn trim(store: &mut Store, budget: &Budget) -> Vec<String> {
+        let visible = store.visible().clone();
+        let selection = select(&visible, store.arena(), budget, &mut |_| 1);
+        assert!(store.apply_trim(&visible, &selection, None, budget, "t".into()));
+        store
+            .visible()
+            .iter()
+            .map(|&id| {
+                let m = store.arena().message(id);
+                m.field("content").and_then(ValueRef::as_str).unwrap_or("").to_owned()
+            })
+            .collect()
+    }
+
+    const HISTORY: [(&str, &str); 7] = [
+        ("system", "s"),
+        ("user", "u1"),
+        ("assistant", "call1"),
+        ("tool", "r1"),
+        ("tool", "r2"),
+        ("assistant", "a1"),
+        ("user", "u2"),
+    ];
+
+    #[test]
+    fn a_tool_call_and_its_results_are_kept_or_dropped_together() {
+        // Room for 3 after the system message: u2, a1 fit; the call unit (3 messages) does not.
+        assert_eq!(
+            trim(&mut store(&HISTORY), &budget(4, Strategy::Last)),
+            ["s", "a1", "u2"]
+        );
+        assert_eq!(
+            trim(&mut store(&HISTORY), &budget(6, Strategy::Last)),
+            ["s", "call1", "r1", "r2", "a1", "u2"]
+        );
+        // From the front: s, u1, then the unit of three needs room for 3.
+        assert_eq!(trim(&mut store(&HISTORY), &budget(4, Strategy::First)), ["s", "u1"]);
+        assert_eq!(
+            trim(&mut store(&HISTORY), &budget(5, Strategy::First)),
+            ["s", "u1", "call1", "r1", "r2"]
+        );
+    }
+
+    #[test]
+    fn start_on_and_end_on_drop_whole_units() {
+        let mut b = budget(100, Strategy::Last);
+        b.start_on = Roles::of(&[Role::User]);
+        b.end_on = Roles::of(&[Role::Assistant]);
+        // end_on drops u2; start_on then needs a user message first: u1.
+        assert_eq!(trim(&mut store(&HISTORY), &b), ["s", "u1", "call1", "r1", "r2", "a1"]);
+        b.max_tokens = 5;
+        // The tail a1 + the call unit fits (4) but starts on an assistant message: both go.
+        assert_eq!(trim(&mut store(&HISTORY), &b), ["s"]);
+        let mut f = budget(6, Strategy::First);
+        f.end_on = Roles::of(&[Role::Assistant]);
+        // s u1 [call1 r1 r2] a1: the head ends on a1.
+        assert_eq!(trim(&mut store(&HISTORY), &f), ["s", "u1", "call1", "r1", "r2", "a1"]);
+        f.max_tokens = 5;
+        // s u1 [call1 r1 r2]: the unit ends on a tool result, so it goes, then u1.
+        assert_eq!(trim(&mut store(&HISTORY), &f), ["s"]);
+    }
+
+    #[test]
+    fn the_system_messages_stay_even_over_budget() {
+        assert_eq!(trim(&mut store(&HISTORY), &budget(0, Strategy::Last)), ["s"]);
+        let mut b = budget(0, Strategy::Last);
+        b.keep_system = false;
+        assert!(trim(&mut store(&HISTORY), &b).is_empty());
+    }
+
+    #[test]
+    fn a_changed_view_is_not_trimmed() {
+        let mut s = store(&HISTORY);
+        let visible = s.visible().clone();
+        let b = budget(2, Strategy::Last);
+        let selection = select(&visible, s.arena(), &b, &mut |_| 1);
+        s.checkpoint("cp".into());
+        s.truncate(
+            &crate::core::store::Cuts {
+                keep_last: Some(3),
+                ..Default::default()
+            },
+            "t".into(),
+        )
+        .unwrap();
+        assert!(!s.apply_trim(&visible, &selection, None, &b, "trim".into()));
+        assert_eq!(s.len(), 3);
+    }
+
+    #[test]
+    fn partial_keeps_whole_lines_from_the_near_end() {
+        let s = store(&[("user", "one\ntwo\nthree")]);
+        let m = s.arena().message(0);
+        let content = |bytes: Option<Vec<u8>>| {
+            bytes.map(|b| {
+                ValueRef::new(&b)
+                    .field("content")
+                    .and_then(ValueRef::as_str)
+                    .unwrap()
+                    .to_owned()
+            })
+        };
+        // Count = characters of the content.
+        let mut chars = |v: ValueRef<'_>| -> Result<u64, ()> {
+            Ok(v.field("content").and_then(ValueRef::as_str).map_or(0, str::len) as u64)
+        };
+        assert_eq!(
+            content(partial(m, 9, Strategy::Last, &mut chars).unwrap()).as_deref(),
+            Some("two\nthree")
+        );
+        assert_eq!(
+            content(partial(m, 8, Strategy::First, &mut chars).unwrap()).as_deref(),
+            Some("one\ntwo\n")
+        );
+        assert_eq!(partial(m, 2, Strategy::First, &mut chars).unwrap(), None);
+        assert_eq!(lines("a\n"), ["a\n", ""]);
+        assert_eq!(lines(""), [""]);
+    }
+}

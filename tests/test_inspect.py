@@ -1,0 +1,162 @@
+"""``memci inspect DB`` (python/memci/inspect_store.py): what a store holds, read-only."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from memci import DirectoryStorage, SqliteStorage, StorageError
+from memci.__main__ import main
+from memci.inspect_store import inspect_store
+from rich.console import Console
+
+STATE = {
+    "version": 1,
+    "round": 41,
+    "pages": [{"index": 9, "messages": [{"role": "user", "content": "the open page's question"}]}],
+    "contents": [
+        {
+            "index": 7,
+            "summary": "asked about 東京 weather",
+            "entry_summaries": ["user: 東京?", "tool: 21°C"],
+            "recall_count": 2,
+            "last_recall_round": 39,
+            "archived_round": 30,
+        }
+    ],
+    "dropped": [
+        {"index": 2, "recall_count": 0, "last_recall_round": 5, "archived_round": 5, "dropped_round": 15, "rule": "m"}
+    ],
+}
+
+
+def stored_page(index: int) -> dict[str, Any]:
+    return {
+        "index": index,
+        "messages": [
+            {"role": "user", "content": f"question number {index}"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "grep", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "匹配 3 行"},
+        ],
+        "summary": f"summary of page {index}",
+        "entry_summaries": ["user: question", "assistant: grep", "tool: 匹配"],
+        "archived_round": index + 1,
+    }
+
+
+@pytest.fixture(params=["sqlite", "directory"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    path = tmp_path / ("memci.db" if request.param == "sqlite" else "store")
+    with SqliteStorage(path) if request.param == "sqlite" else DirectoryStorage(path) as store:
+        for index in range(1, 9):
+            store.put_page(index, stored_page(index))
+        store.save_state(STATE)
+    return path
+
+
+def shown(path: Path, **options: Any) -> tuple[int, str]:
+    out = io.StringIO()
+    status = inspect_store(path, console=Console(file=out, width=200), **options)
+    return status, out.getvalue()
+
+
+def test_it_shows_the_state_contents_dropped_and_active_pages(db: Path) -> None:
+    status, text = shown(db)
+    assert status == 0
+    assert "8 stored pages (1..8)" in text
+    assert "round" in text
+    assert "41" in text
+    assert "Contents page: 1 entry" in text
+    assert "asked about 東京 weather" in text
+    assert "user: 東京? | tool: 21°C" in text
+    assert "Dropped from the contents page: 1" in text
+    assert "Active pages: 1" in text
+    assert "the open page's question" in text
+
+
+def test_it_lists_the_most_recent_stored_pages(db: Path) -> None:
+    _, text = shown(db, limit=3)
+    assert "Stored pages: 8 (the last 3" in text
+    for index in (6, 7, 8):
+        assert f"summary of page {index}" in text
+    assert "summary of page 5" not in text
+    assert "user 1, assistant 1, tool 1" in text
+    _, everything = shown(db, limit=100)
+    assert all(f"summary of page {i}" in everything for i in range(1, 9))
+
+
+def test_page_shows_one_page_whole(db: Path) -> None:
+    status, text = shown(db, page=4)
+    assert status == 0
+    assert "Page 4, archived in round 5: summary of page 4" in text
+    for part in ("question number 4", "grep({})", "匹配 3 行", "assistant: grep"):
+        assert part in text
+    status, text = shown(db, page=99)
+    assert status == 1
+    assert "no stored page 99 (stored: 1..8)" in text
+
+
+def test_a_store_without_state_says_so(tmp_path: Path) -> None:
+    SqliteStorage(tmp_path / "empty.db").close()
+    status, text = shown(tmp_path / "empty.db")
+    assert status == 0
+    assert "0 stored pages (none)" in text
+    assert "No saved state." in text
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Every file's bytes, but SQLite's shared-memory index and an empty write-ahead log (which
+    SQLite makes to read a WAL database, even read-only)."""
+    return {
+        str(p): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and not p.name.endswith("-shm") and not (p.name.endswith("-wal") and p.stat().st_size == 0)
+    }
+
+
+def test_it_never_writes(db: Path) -> None:
+    before = _files(db.parent)
+    shown(db)
+    shown(db, page=3)
+    assert _files(db.parent) == before
+
+
+def test_what_is_not_a_store_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(StorageError, match="no such file or folder"):
+        shown(tmp_path / "missing")
+    (tmp_path / "notes.txt").write_text("hello " * 1000, encoding="utf-8")
+    with pytest.raises(StorageError, match="not a memci"):
+        shown(tmp_path / "notes.txt")
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(StorageError, match="not a memci directory store"):
+        shown(tmp_path / "folder")
+
+
+def test_the_command_line(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", str(db), "--limit", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "summary of page 8" in out
+    assert "summary of page 7" not in out
+    assert main(["inspect", str(db.parent / "missing")]) == 1
+    assert "memci inspect:" in capsys.readouterr().err
+    assert main(["inspect", str(db), "--limit", "-1"]) == 2
+    with pytest.raises(SystemExit):
+        main([])
+    with pytest.raises(SystemExit):
+        main(["inspect"])
+
+
+def test_python_dash_m_memci_inspect(db: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "memci", "inspect", str(db), "--page", "2"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "question number 2" in done.stdout
