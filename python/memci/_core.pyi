@@ -151,6 +151,7 @@ def scan_store(store: MessageStore) -> list[_Finding]:
 def sanitize_store(store: MessageStore, description: str) -> tuple[list[_Finding], MessageView]:
     """Remove what the scan finds as a new batch (none when nothing is found); return the findings
     and the visible messages after. O(n), GIL released."""
+
 # ---- tokens (rust/src/python/tokens.rs) ------------------------------------------------------------
 def count_text(text: str, encoding: str) -> int:
     """The tokens of text in encoding (a name, a model name or "approximate")."""
@@ -172,6 +173,7 @@ def reply_priming(encoding: str) -> int:
 
 def ranks_file(encoding: str) -> str:
     """The ranks file of an exact encoding, in tiktoken's format."""
+
 @final
 class SearchIndex:
     """BM25 over page texts (an inverted index); the GIL is released while it works."""

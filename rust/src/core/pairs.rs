@@ -55,12 +55,6 @@ impl<'a> Facts<'a> {
         }
     }
 
-    /// Facts already laid out: per message its kind and the end of its ids in `ids`.
-    pub fn from_parts(messages: Vec<(Kind, u32)>, ids: Vec<Option<&'a str>>) -> Self {
-        debug_assert!(messages.last().is_none_or(|&(_, end)| end as usize == ids.len()));
-        Self { messages, ids }
-    }
-
     /// Add the next message: its ids were pushed with [`Facts::push_id`] since the last call.
     /// A message with calls or block results but no ids is `Other`.
     pub fn finish(&mut self, kind: Kind) {
