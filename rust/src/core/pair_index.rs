@@ -4,9 +4,9 @@
 //! Reading a message's encoding costs a cache miss per message (the first byte of each of
 //! 100k messages scattered over 50 MB: about 90% of a scan's time, measured). Stored messages never
 //! change, so their facts are read once, when a scan first meets them, into this compact table
-//! (5 bytes a message, plus each id's text once: ~14 bytes a message on agent histories). Later
-//! scans read only the table. It grows with the arena and never shrinks; a copy of the store
-//! copies it.
+//! (8 bytes a message, plus 8 bytes and the text of each id: about 22 bytes a message on agent
+//! histories, measured). Later scans read only the table. It grows with the arena and never
+//! shrinks; a copy of the store copies it.
 
 use parking_lot::{Mutex, MutexGuard};
 
@@ -48,6 +48,9 @@ pub struct PairIndex {
 impl PairIndex {
     /// Read the facts of the nodes stored since the last call. O(new nodes).
     pub fn extend(&mut self, arena: &Arena) {
+        // A first scan of a long history more than doubles the tables: trim them afterwards
+        // (doubling could leave half of them unused); small extensions keep amortized growth.
+        let first = arena.len() > 2 * self.nodes.len() + 1024;
         for id in self.nodes.len()..arena.len() {
             if id + PREFETCH_AHEAD < arena.len() {
                 prefetch(arena.bytes((id + PREFETCH_AHEAD) as NodeId));
@@ -65,6 +68,11 @@ impl PairIndex {
                 self.ids.push(span);
             });
             self.nodes.push((kind, self.ids.len() as u32));
+        }
+        if first {
+            self.nodes.shrink_to_fit();
+            self.ids.shrink_to_fit();
+            self.text.shrink_to_fit();
         }
     }
 
