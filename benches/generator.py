@@ -16,6 +16,7 @@ takes well under a second; every message still owns its own string objects.
 from __future__ import annotations
 
 import json
+import os
 import random
 from functools import lru_cache
 from typing import Any
@@ -24,6 +25,27 @@ Message = dict[str, Any]
 
 #: Sizes the benches run at, with their labels.
 SIZES = {"1k": 1_000, "10k": 10_000, "100k": 100_000}
+
+
+def _selected_sizes() -> frozenset[str]:
+    """The labels of the sizes ``MEMCI_BENCH_SIZES`` names (message counts, comma-separated, e.g.
+    ``1000,10000``); every size when it is unset."""
+    raw = os.environ.get("MEMCI_BENCH_SIZES", "").strip()
+    if not raw:
+        return frozenset(SIZES)
+    by_count = {n: label for label, n in SIZES.items()}
+    try:
+        counts = {int(part) for part in raw.split(",") if part.strip()}
+    except ValueError:
+        raise SystemExit(f"MEMCI_BENCH_SIZES must be counts like 1000,10000; got {raw!r}") from None
+    unknown = sorted(counts - by_count.keys())
+    if unknown:
+        raise SystemExit(f"MEMCI_BENCH_SIZES: no bench size {unknown}; the sizes are {sorted(by_count)}")
+    return frozenset(by_count[n] for n in counts)
+
+
+#: The sizes this run measures (``harness.cases`` leaves the others out).
+SELECTED = _selected_sizes()
 
 #: Each is inserted into about 3% of the texts and appears nowhere else.
 KEYWORDS = ("deprecated", "FIXME", "password")

@@ -49,11 +49,12 @@ def cases(
     very_slow: Iterable[str] = (),
     missing: Iterable[str] = (),
 ) -> list[Any]:
-    """``pytest.param(peer, size)`` for every pair, id ``peer-size``. ``slow``, ``very_slow`` and
+    """``pytest.param(peer, size)`` for every pair whose size this run measures (``MEMCI_BENCH_SIZES``,
+    see ``generator.SELECTED``), id ``peer-size``. ``slow``, ``very_slow`` and
     ``missing`` name pairs as ``"peer-size"``; a missing pair is not generated at all."""
     slow, very_slow, missing = set(slow), set(very_slow), set(missing)
     out = []
-    for size in sizes:
+    for size in (s for s in sizes if s in generator.SELECTED):
         for peer in peers:
             case = f"{peer}-{size}"
             if case in missing:
