@@ -47,6 +47,18 @@ def _result_ids(m: Message) -> list[str | None]:
     return [_id(b.get("tool_use_id")) for b in content if type(b) is dict and b.get("type") == "tool_result"]
 
 
+def _late(content: list[Any]) -> bool:
+    """Whether a tool_result block comes after a block of another type."""
+    other = False
+    for b in content:
+        if type(b) is dict and b.get("type") == "tool_result":
+            if other:
+                return True
+        else:
+            other = True
+    return False
+
+
 def _answer(calls: list[str | None], answered: dict[str, int], a: int, at: int, rid: str | None) -> str | None:
     """Record a result; return why it goes, if it does."""
     if rid is None:
@@ -85,6 +97,8 @@ def _group(messages: list[Message], a: int, calls: list[str | None], out: list[R
             for rid in rids:
                 reason = _answer(calls, answered, a, j, rid)
                 problem = problem or reason
+            if not problem and _late(messages[j]["content"]):
+                problem = "its tool_result blocks must come first in the message, before any other block"
             if problem:
                 answered = {}
                 assistant_reason = f"its tool results (message {j}) were removed, so its calls are unanswered"

@@ -165,6 +165,11 @@ def test_an_assistant_message_with_only_calls_has_no_text_block() -> None:
     assert [b["type"] for b in message["content"]] == ["tool_use"]
 
 
+def test_empty_text_parts_are_left_out() -> None:
+    message = {"role": "user", "content": [{"type": "text", "text": ""}, {"type": "text", "text": "hi"}]}
+    assert to_anthropic([message])["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+
+
 def test_empty_arguments_are_an_empty_input() -> None:
     c = {"id": "c1", "type": "function", "function": {"name": "now", "arguments": ""}}
     (message,) = to_anthropic([{"role": "assistant", "content": None, "tool_calls": [c]}])["messages"]

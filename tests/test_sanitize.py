@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -199,6 +201,16 @@ def test_anthropic_text_beside_tool_results_goes_with_them() -> None:
     results["content"].append({"type": "text", "text": "and also this"})
     history = [ANTHROPIC.user(), ANTHROPIC.calls("a", "b"), results]
     assert kept(history) == [history[0]]
+
+
+def test_anthropic_tool_results_must_come_first_in_their_message() -> None:
+    results = ANTHROPIC.results("a")[0]
+    results["content"].insert(0, {"type": "text", "text": "here you go"})
+    history = [ANTHROPIC.user(), ANTHROPIC.calls("a"), results, ANTHROPIC.reply()]
+    assert kept(history) == [history[0], history[-1]]
+    report = sanitize_messages(history).removed_messages
+    assert report[0].reason == "its tool results (message 2) were removed, so its calls are unanswered"
+    assert report[1].reason == "its tool_result blocks must come first in the message, before any other block"
 
 
 def test_anthropic_user_text_without_results_is_not_an_answer() -> None:
@@ -431,3 +443,34 @@ def test_array_scans_keep_up_with_every_change_between_them(fmt: Format) -> None
         copy_.append(fmt.results("z"))
         assert copy_.sanitize().removed_count == 1
         assert arr.validate().valid
+
+
+def test_array_scans_from_several_threads_see_whole_states() -> None:
+    arr = MessageArray([OPENAI.user()])
+    groups, rounds = 3, 150
+
+    def writer(t: int) -> Callable[[], None]:
+        def work() -> None:
+            for i in range(rounds):
+                call_id = f"call_{t}_{i}"
+                arr.append([OPENAI.calls(call_id), *OPENAI.results(call_id)])  # a whole group at once
+                if i % 10 == 0:
+                    arr.append(OPENAI.results(f"lost_{t}_{i}"))
+
+        return work
+
+    def sanitizer() -> None:
+        for _ in range(rounds // 3):
+            assert validate_messages(arr.sanitize().messages).valid
+
+    def validator() -> None:
+        for _ in range(rounds // 3):
+            assert all("orphan tool result for lost_" in e for e in arr.validate().errors)
+
+    workers = [*(writer(t) for t in range(groups)), sanitizer, validator]
+    with ThreadPoolExecutor(len(workers)) as pool:
+        for future in [pool.submit(w) for w in workers]:
+            future.result()
+    arr.sanitize()
+    assert arr.validate().valid
+    assert arr.count("assistant") == arr.count("tool") == groups * rounds

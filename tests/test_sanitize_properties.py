@@ -43,7 +43,7 @@ def complete_groups(messages: list[Message]) -> list[list[int]]:
                 firsts.setdefault(facts(messages[t])[1][0], t)
             if set(calls) <= firsts.keys():
                 groups.append([i, *(firsts[c] for c in calls)])
-        elif j < len(messages) and facts(messages[j])[0] == "blocks":
+        elif j < len(messages) and facts(messages[j])[0] == "blocks":  # not "late": refused as sent
             answers = facts(messages[j])[1]
             if sorted(answers, key=str) == sorted(calls, key=str):
                 groups.append([i, j])
@@ -89,6 +89,7 @@ REASON_WORDS = {
     "orphan": "orphan tool result for",
     "no_id": "without a tool_",
     "duplicate": "duplicate tool result for|holds two tool_result blocks for",
+    "results_not_first": "tool_result blocks must come first",
 }
 
 

@@ -69,15 +69,26 @@ def _id(value: Any) -> str | None:
     return value if type(value) is str and value else None
 
 
+def _is(block: Any, kind: str) -> bool:
+    return type(block) is dict and block.get("type") == kind
+
+
 def _blocks(content: Any, kind: str, key: str) -> list[str | None]:
     if type(content) is not list:
         return []
-    return [_id(b.get(key)) for b in content if type(b) is dict and b.get("type") == kind]
+    return [_id(b.get(key)) for b in content if _is(b, kind)]
+
+
+def _late(content: Any) -> bool:
+    """Whether a tool_result block comes after a block of another type."""
+    kinds = [_is(b, "tool_result") for b in content] if type(content) is list else []
+    return any(kinds[k] and not all(kinds[:k]) for k in range(len(kinds)))
 
 
 def facts(message: Message) -> tuple[str, list[str | None]]:
     """(kind, ids): ``calls`` (an assistant message's call ids), ``tool`` (a tool message's id),
-    ``blocks`` (a user message's tool_result ids) or ``other``."""
+    ``blocks`` (a user message's tool_result ids; ``late`` when one follows another block) or
+    ``other``."""
     role = message["role"]
     if role == "assistant":
         calls = message.get("tool_calls")
@@ -92,7 +103,8 @@ def facts(message: Message) -> tuple[str, list[str | None]]:
         return "tool", [_id(message.get("tool_call_id"))]
     if role == "user":
         ids = _blocks(message.get("content"), "tool_result", "tool_use_id")
-        return ("blocks", ids) if ids else ("other", [])
+        kind = "late" if _late(message.get("content")) else "blocks"
+        return (kind, ids) if ids else ("other", [])
     return "other", []
 
 
@@ -108,7 +120,7 @@ def reference_removals(messages: list[Message]) -> list[tuple[int, str]]:
             continue
         if kind == "tool":
             out[i] = "orphan" if ids[0] else "no_id"
-        elif kind == "blocks":
+        elif kind in ("blocks", "late"):
             out[i] = "orphan" if all(ids) else "no_id"
         i += 1
     return sorted(out.items())
@@ -123,7 +135,7 @@ def _reference_group(kinds: list[tuple[str, list[str | None]]], i: int, out: dic
         run.append(j)
         j += 1
     block_message = None
-    if not run and j < len(kinds) and kinds[j][0] == "blocks":
+    if not run and j < len(kinds) and kinds[j][0] in ("blocks", "late"):
         block_message = j
         j += 1
     answered: dict[str, int] = {}
@@ -145,6 +157,8 @@ def _reference_group(kinds: list[tuple[str, list[str | None]]], i: int, out: dic
             problem = problem or code
             if rid is not None:
                 seen.add(rid)
+        if kinds[block_message][0] == "late":
+            problem = problem or "results_not_first"
         if problem:
             out[block_message] = problem
         else:
@@ -205,14 +219,15 @@ def _rename(message: Message, new_id: str) -> Message:
 
 @st.composite
 def damaged(draw: st.DrawFn, fmt: Format) -> list[Message]:
-    """A valid history, then random damage: messages deleted, copied elsewhere, swapped, or their
-    first id changed or emptied. Every message stays storable in a ``MessageArray``."""
+    """A valid history, then random damage: messages deleted, copied elsewhere, swapped, their
+    first id changed or emptied, or a text block put first in a message of blocks. Every message
+    stays storable in a ``MessageArray``."""
     out = draw(histories(fmt))
     for _ in range(draw(st.integers(0, 4))):
         if not out:
             break
         i = draw(st.integers(0, len(out) - 1))
-        action = draw(st.sampled_from(["delete", "copy", "swap", "rename"]))
+        action = draw(st.sampled_from(["delete", "copy", "swap", "rename", "text_first"]))
         if action == "delete":
             del out[i]
         elif action == "copy":
@@ -221,6 +236,8 @@ def damaged(draw: st.DrawFn, fmt: Format) -> list[Message]:
             out[i], out[i + 1] = out[i + 1], out[i]
         elif action == "rename":
             out[i] = _rename(out[i], draw(st.sampled_from((*IDS, "call_z", ""))))
+        elif action == "text_first" and type(out[i]["content"]) is list:
+            out[i] = {**out[i], "content": [{"type": "text", "text": "note"}, *out[i]["content"]]}
     return out
 
 

@@ -117,7 +117,9 @@ def _parts_to_anthropic(content: Any, path: str) -> list[Block]:
     out: list[Block] = []
     for part, kind, where in _parts(content, path):
         if kind == "text":
-            out.append(_text(part, where))
+            block = _text(part, where)
+            if block["text"]:  # Anthropic refuses empty text blocks
+                out.append(block)
         elif kind == "refusal":
             out.append({"type": "text", "text": str(part.get("refusal", ""))})
         elif kind == "image_url":
@@ -188,8 +190,9 @@ def to_anthropic(messages: Iterable[Message]) -> AnthropicRequest:
     exactly one with str content, else a list of text blocks; absent when there is none).
     ``tool_calls`` become ``tool_use`` blocks with their arguments parsed; each run of tool
     messages becomes one user message of ``tool_result`` blocks; ``image_url`` parts become image
-    blocks (a base64 data URL or a URL source). Only ``role`` and ``content`` are kept (the API
-    refuses other keys, such as ``name``). Raises :class:`~memci.errors.InvalidMessageError`
+    blocks (a base64 data URL or a URL source); empty text parts are left out (the API refuses empty
+    text blocks). Only ``role`` and ``content`` are kept (the API refuses other keys, such as
+    ``name``). Raises :class:`~memci.errors.InvalidMessageError`
     naming the place of anything with no Anthropic equivalent (arguments that are not a JSON
     object, an audio or file part, an unknown role). O(n).
     """

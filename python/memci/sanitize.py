@@ -136,6 +136,8 @@ def _reason(index: int, role: str, code: str, ids: list[str], other: int | None)
             return "tool message without a tool_call_id: it answers no call"
         case "no_id":
             return "holds a tool_result block without a tool_use_id: it answers no call"
+        case "results_not_first":
+            return "its tool_result blocks must come first in the message, before any other block"
         case "duplicate" if other == index:
             return f"holds two tool_result blocks for {first}"
         case "duplicate":

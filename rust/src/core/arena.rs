@@ -97,9 +97,13 @@ impl Arena {
 
     /// The stored message.
     pub fn message(&self, id: NodeId) -> ValueRef<'_> {
+        ValueRef::new(self.bytes(id))
+    }
+
+    /// Where the stored message is, without reading it (a scan prefetches the ones ahead).
+    pub fn bytes(&self, id: NodeId) -> &[u8] {
         let s = self.nodes[id as usize].span;
-        let bytes = &self.chunks[s.chunk as usize][s.start as usize..(s.start + s.len) as usize];
-        ValueRef::new(bytes)
+        &self.chunks[s.chunk as usize][s.start as usize..(s.start + s.len) as usize]
     }
 
     /// Heap bytes held (chunk and node capacity).

@@ -33,6 +33,9 @@ pub enum Kind {
     ToolResult,
     /// A user message holding `tool_result` blocks; its ids are their `tool_use_id`s, in order.
     BlockResults,
+    /// The same, but some `tool_result` block comes after another block: Anthropic refuses it
+    /// ("messages following `tool_use` blocks must begin with" their results).
+    LateBlockResults,
 }
 
 /// The facts of a history, message by message. An id is `None` when it is missing, not a string
@@ -50,12 +53,6 @@ impl<'a> Facts<'a> {
             messages: Vec::with_capacity(messages),
             ids: Vec::with_capacity(messages),
         }
-    }
-
-    /// Facts already laid out: per message its kind and the end of its ids in `ids`.
-    pub fn from_parts(messages: Vec<(Kind, u32)>, ids: Vec<Option<&'a str>>) -> Self {
-        debug_assert!(messages.last().is_none_or(|&(_, end)| end as usize == ids.len()));
-        Self { messages, ids }
     }
 
     /// Add the next message: its ids were pushed with [`Facts::push_id`] since the last call.
@@ -113,6 +110,8 @@ pub enum Reason<'a> {
     NoId,
     /// A second result for `id`; the first is at `first` (the same index: two blocks of one message).
     Duplicate { id: &'a str, first: usize },
+    /// A user message whose `tool_result` blocks do not all come before its other blocks.
+    ResultsNotFirst,
 }
 
 impl Reason<'_> {
@@ -127,6 +126,7 @@ impl Reason<'_> {
             Reason::Orphan { .. } => "orphan",
             Reason::NoId => "no_id",
             Reason::Duplicate { .. } => "duplicate",
+            Reason::ResultsNotFirst => "results_not_first",
         }
     }
 
@@ -148,7 +148,7 @@ impl Reason<'_> {
             Reason::Incomplete { assistant } => Some(assistant),
             Reason::Orphan { assistant, .. } => assistant,
             Reason::Duplicate { first, .. } => Some(first),
-            Reason::Unanswered { .. } | Reason::RepeatedCallId { .. } | Reason::NoId => None,
+            Reason::Unanswered { .. } | Reason::RepeatedCallId { .. } | Reason::NoId | Reason::ResultsNotFirst => None,
         }
     }
 }
@@ -179,7 +179,7 @@ pub fn scan<'a>(facts: &Facts<'a>) -> Vec<Removal<'a>> {
                 out.push(Removal { index: i, reason });
                 i + 1
             }
-            Kind::BlockResults => {
+            Kind::BlockResults | Kind::LateBlockResults => {
                 let ids = facts.ids(i);
                 let reason = match ids.iter().find_map(|id| *id) {
                     Some(id) if ids.iter().all(Option::is_some) => Reason::Orphan { id, assistant: None },
@@ -251,12 +251,15 @@ fn group<'a>(facts: &Facts<'a>, a: usize, scratch: &mut Scratch<'a>, out: &mut V
         end += 1;
     }
     let mut results_removed = None;
-    if end == a + 1 && end < n && facts.kind(end) == Kind::BlockResults {
+    if end == a + 1 && end < n && matches!(facts.kind(end), Kind::BlockResults | Kind::LateBlockResults) {
         // Anthropic: the blocks of the one user message right after; all or nothing.
         let mut problem = None;
         for &id in facts.ids(end) {
             let reason = answer(calls, answered, a, end, id);
             problem = problem.or(reason);
+        }
+        if facts.kind(end) == Kind::LateBlockResults {
+            problem = problem.or(Some(Reason::ResultsNotFirst));
         }
         if problem.is_some() {
             results_removed = Some(Reason::ResultsRemoved { at: end });
@@ -324,7 +327,9 @@ pub fn stored_kind<'a>(role: Role, message: ValueRef<'a>, id: &mut impl FnMut(Op
                             calls.values().for_each(|call| id(str_field(call, ID)));
                         }
                     }
-                    Some(CONTENT) => block_ids(value, "tool_use", ID, id),
+                    Some(CONTENT) => {
+                        block_ids(value, "tool_use", ID, id);
+                    }
                     _ => {}
                 }
             }
@@ -334,26 +339,30 @@ pub fn stored_kind<'a>(role: Role, message: ValueRef<'a>, id: &mut impl FnMut(Op
             id(field(fields, TOOL_CALL_ID).and_then(ValueRef::as_str));
             Kind::ToolResult
         }
-        Role::User => {
-            if let Some(content) = field(fields, CONTENT) {
-                block_ids(content, "tool_result", TOOL_USE_ID, id);
-            }
-            Kind::BlockResults
-        }
+        Role::User => match field(fields, CONTENT) {
+            Some(content) if block_ids(content, "tool_result", TOOL_USE_ID, id) => Kind::LateBlockResults,
+            _ => Kind::BlockResults,
+        },
         Role::System | Role::Developer => Kind::Other,
     }
 }
 
-/// Call `id` with the id under `key` of each block of type `kind` in a list content.
-fn block_ids<'a>(content: ValueRef<'a>, kind: &str, key: usize, id: &mut impl FnMut(Option<&'a str>)) {
+/// Call `id` with the id under `key` of each block of type `kind` in a list content; returns
+/// whether such a block comes after a block of another type.
+fn block_ids<'a>(content: ValueRef<'a>, kind: &str, key: usize, id: &mut impl FnMut(Option<&'a str>)) -> bool {
     let Some(blocks) = content.as_list() else {
-        return;
+        return false;
     };
+    let (mut other, mut late) = (false, false);
     for block in blocks.values() {
         if str_field(block, TYPE) == Some(kind) {
             id(str_field(block, key));
+            late |= other;
+        } else {
+            other = true;
         }
     }
+    late
 }
 
 #[cfg(test)]
@@ -361,7 +370,8 @@ mod tests {
     use super::*;
 
     /// A history in a tiny notation: `a:x,y` calls x and y, `t:x` answers x (`t:` has no id),
-    /// `u:x,y` is a user message with results for x and y, anything else is an `Other` message.
+    /// `u:x,y` is a user message with results for x and y (`l:x,y` the same with a text block
+    /// first), anything else is an `Other` message.
     fn facts(spec: &'static str) -> Facts<'static> {
         let mut f = Facts::default();
         for word in spec.split_whitespace() {
@@ -369,6 +379,7 @@ mod tests {
                 Some(("a", ids)) => (Kind::Calls, ids),
                 Some(("t", ids)) => (Kind::ToolResult, ids),
                 Some(("u", ids)) => (Kind::BlockResults, ids),
+                Some(("l", ids)) => (Kind::LateBlockResults, ids),
                 _ => (Kind::Other, ""),
             };
             if kind == Kind::ToolResult {
@@ -455,6 +466,9 @@ mod tests {
         assert_eq!(removed("a:x u:x,x")[1], (1, "duplicate"));
         assert_eq!(removed("a:x u:x,_")[1], (1, "no_id"));
         assert_eq!(removed("u:_ a"), [(0, "no_id")]);
+        assert_eq!(removed("a:x l:x"), [(0, "results_removed"), (1, "results_not_first")]);
+        assert_eq!(removed("a:x l:z")[1], (1, "orphan"));
+        assert_eq!(removed("u l:x"), [(1, "orphan")]);
     }
 
     #[test]

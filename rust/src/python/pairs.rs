@@ -41,29 +41,36 @@ impl<'py> ListFacts<'py> {
         self.messages.push((kind, self.ids.len()));
     }
 
-    /// Push the `key` of each dict block of type `kind` in a list content.
+    /// Push the `key` of each dict block of type `kind` in a list content; returns whether such a
+    /// block comes after a block of another type.
     fn block_ids(
         &mut self,
         content: Option<Bound<'py, PyAny>>,
         kind: &str,
         key: &Bound<'py, PyString>,
-    ) -> PyResult<()> {
+    ) -> PyResult<bool> {
         let Some(blocks) = content.and_then(|c| c.cast_into::<PyList>().ok()) else {
-            return Ok(());
+            return Ok(false);
         };
         let py = blocks.py();
+        let (mut other, mut late) = (false, false);
         for block in blocks.iter() {
-            let Ok(block) = block.cast::<PyDict>() else {
-                continue;
+            let of_kind = match block.cast::<PyDict>() {
+                Ok(block) => {
+                    let is_kind = block
+                        .get_item(intern!(py, "type"))?
+                        .is_some_and(|t| t.cast::<PyString>().is_ok_and(|t| t.to_str().is_ok_and(|t| t == kind)));
+                    if is_kind {
+                        self.push_id(block.get_item(key)?);
+                    }
+                    is_kind
+                }
+                Err(_) => false,
             };
-            let is_kind = block
-                .get_item(intern!(py, "type"))?
-                .is_some_and(|t| t.cast::<PyString>().is_ok_and(|t| t.to_str().is_ok_and(|t| t == kind)));
-            if is_kind {
-                self.push_id(block.get_item(key)?);
-            }
+            late |= of_kind && other;
+            other |= !of_kind;
         }
-        Ok(())
+        Ok(late)
     }
 
     /// Read one message (`messages[i]`).
@@ -110,8 +117,12 @@ impl<'py> ListFacts<'py> {
             }
             "user" => {
                 let content = dict.get_item(intern!(py, "content"))?;
-                self.block_ids(content, "tool_result", intern!(py, "tool_use_id"))?;
-                self.finish(Kind::BlockResults);
+                let late = self.block_ids(content, "tool_result", intern!(py, "tool_use_id"))?;
+                self.finish(if late {
+                    Kind::LateBlockResults
+                } else {
+                    Kind::BlockResults
+                });
             }
             _ => self.finish(Kind::Other),
         }
