@@ -7,10 +7,10 @@ from typing import Any
 
 import memci
 import pytest
-from context_helpers import DictStorage, FixedSummarizer, assistant, make, run_rounds, user, words
+from context_helpers import DictStorage, FixedSummarizer, assistant, interaction, make, run_rounds, user, words
 
 
-def busy(storage: DictStorage | None = None) -> memci.ContextSystem:
+def busy(storage: memci.Storage | None = None) -> memci.ContextSystem:
     """A system with archived, recalled, dropped and active pages, mid-page."""
     ctx = make(
         active_pages=2,
@@ -116,3 +116,24 @@ def test_search_finds_archived_pages_dropped_ones_included_and_is_rebuilt_on_loa
     assert dropped in [h.page_index for h in hits]
     again = loaded(ctx)
     assert [h.page_index for h in again.search(f"item {dropped}", k=3)] == [h.page_index for h in hits]
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite", "directory"])
+def test_every_store_round_trips_the_whole_system(store: str, tmp_path: Any):
+    def open_store() -> memci.Storage:
+        if store == "sqlite":
+            return memci.SqliteStorage(str(tmp_path / "context.db"))
+        if store == "directory":
+            return memci.DirectoryStorage(str(tmp_path / "pages"))
+        return memory
+
+    memory = memci.MemoryStorage()
+    ctx = busy(storage=open_store())
+    ctx.save()
+    expected = ctx.state()
+    if store != "memory":
+        ctx.storage.close()
+    again = memci.ContextSystem.load(open_store(), summarizer=FixedSummarizer(), counter=words)
+    assert again.state() == expected
+    assert again.recall(2).messages() == interaction(2)
+    assert [h.page_index for h in again.search("item 2", k=1)] == [2]
