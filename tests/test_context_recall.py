@@ -343,3 +343,10 @@ def test_regression_recall_puts_the_page_back_in_the_window():
     assert [m["role"] for m in window[-4:]] == ["user", "assistant", "tool", "assistant"]
     assert ctx.pages[-1].index == 6
     assert len(ctx.pages[-1].entries) == 4
+
+
+def test_a_page_the_storage_holds_in_another_shape_is_named():
+    ctx = archived()
+    ctx.storage.pages[1] = json.dumps({"index": 1, "messages": "nope"})  # type: ignore[attr-defined]
+    with pytest.raises(memci.PageError, match="page 1 in the storage is not an archived page"):
+        ctx.recall(1)

@@ -328,9 +328,23 @@ class ContextSystem:
         return page_index
 
     def _stored(self, index: int) -> dict[str, Any]:
+        """Stored page ``index``, checked to be what :meth:`_archive_pages` wrote."""
         page = self._storage.get_page(index)
         if page is None:
             raise PageError(f"recall: page {index} was archived but the storage does not hold it")
+        messages = page.get("messages")
+        fine = (
+            isinstance(messages, list)
+            and all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages)
+            and isinstance(page.get("summary"), str)
+            and isinstance(page.get("entry_summaries"), list)
+            and type(page.get("archived_round")) is int
+        )
+        if not fine:
+            raise PageError(
+                f"recall: page {index} in the storage is not an archived page "
+                "(it needs messages, summary, entry_summaries and archived_round)"
+            )
         return page
 
     def recall(self, page_index: int) -> Page:
@@ -345,7 +359,7 @@ class ContextSystem:
             stored = self._stored(index)
 
             def restore() -> tuple[str, tuple[str, ...], int]:
-                return str(stored["summary"]), tuple(stored["entry_summaries"]), int(stored["archived_round"])
+                return stored["summary"], tuple(map(str, stored["entry_summaries"])), stored["archived_round"]
 
             self._archive.recall(index, self._round, restore)
             return Page.of(index, stored["messages"])
