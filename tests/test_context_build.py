@@ -133,6 +133,12 @@ def test_a_window_that_cannot_fit_raises_and_changes_nothing():
     assert ctx.state() == before
 
 
+def test_a_system_prompt_over_the_limit_is_an_overflow_too():
+    ctx = make(max_context_tokens=10)
+    with pytest.raises(memci.ContextOverflowError, match="the system segment and the contents page alone"):
+        ctx.build_messages()
+
+
 def test_a_window_that_fits_is_left_alone():
     ctx = make(active_pages=5, max_context_tokens=10_000)
     run_rounds(ctx, 1, 5)

@@ -137,3 +137,12 @@ def test_every_store_round_trips_the_whole_system(store: str, tmp_path: Any):
     assert again.state() == expected
     assert again.recall(2).messages() == interaction(2)
     assert [h.page_index for h in again.search("item 2", k=1)] == [2]
+
+
+def test_the_state_shares_nothing_with_the_caller_or_the_system():
+    prompt = {"role": "system", "content": [{"type": "text", "text": "Be brief."}]}
+    ctx = memci.ContextSystem(prompt, storage=DictStorage(), counter=words)
+    prompt["content"][0]["text"] = "changed"
+    state = ctx.state()
+    state["system_prompt"]["content"].append("junk")
+    assert ctx.state()["system_prompt"] == {"role": "system", "content": [{"type": "text", "text": "Be brief."}]}

@@ -106,7 +106,7 @@ def _system_message(prompt: str | Message) -> Message:
                 f"system_prompt: role must be 'system' or 'developer', got {prompt.get('role')!r}",
                 path="system_prompt.role",
             )
-        return dict(prompt)
+        return prompt
     raise InvalidMessageError(
         f"system_prompt must be a str or a system message dict, got {type(prompt).__name__}", path="system_prompt"
     )
@@ -160,7 +160,6 @@ class ContextSystem:
             raise InvalidOperationError(f"ContextSystem: policy must be an ArchivePolicy, got {type(policy).__name__}")
         if not isinstance(encoding, str):
             raise InvalidOperationError(f"ContextSystem: encoding must be a str, got {encoding!r}")
-        self._system_prompt = _system_message(system_prompt)
         self._tools: ToolFormat = tools
         self._active_pages = _positive("active_pages", active_pages)
         self._max_context_tokens = (
@@ -173,7 +172,9 @@ class ContextSystem:
         self._lock = threading.RLock()
         self._round = 0
         self._window = _core.PageWindow()
-        self._window.set_system([self._system_prompt, {"role": "system", "content": recall.system_note(tools)}])
+        note = {"role": "system", "content": recall.system_note(tools)}
+        # Stored (checked and copied) by the core: state() reads it back, so nothing aliases it.
+        self._window.set_system([_system_message(system_prompt), note])
         self._system_len = self._window.system_len
         self._archive = ArchiveChapter(
             policy, self._tokens.text_message, self._tokens.lines, recall.contents_hint(tools)
@@ -278,6 +279,11 @@ class ContextSystem:
         if tokens <= limit:
             return
         indices = self._window.page_indices()
+        if not indices:
+            raise ContextOverflowError(
+                f"build_messages: the system segment and the contents page alone need {tokens} tokens, "
+                f"over max_context_tokens={limit}"
+            )
         pages = {i: self._window.page(i) for i in indices}
         prepared: list[tuple[Page, PageSummary]] = []
         for index in indices[:-1]:
@@ -462,7 +468,7 @@ class ContextSystem:
                 "kind": STATE_KIND,
                 "round": self._round,
                 "next_index": self._window.next_index,
-                "system_prompt": self._system_prompt,
+                "system_prompt": self._window.messages()[0],
                 "tools": self._tools,
                 "active_pages": self._active_pages,
                 "encoding": self._encoding,
