@@ -268,6 +268,7 @@ def test_attp_code_may_name_results_and_combine_them():
         ("__result__ = recall_page(page=1)", "unknown argument 'page'"),
         ("__result__ = list_pages(limit=-3)", "limit must be an integer >= 0"),
         ("\n".join(f"a{i} = list_pages()" for i in range(9)) + "\n__result__ = 1", "at most 8 tool calls"),
+        ("__result__ = 1\n" + "#" * 20_001, "at most 20000"),
     ],
 )
 def test_attp_code_that_is_not_a_plain_recall_is_refused_and_nothing_runs(code: str, reason: str):

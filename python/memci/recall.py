@@ -50,6 +50,8 @@ LIST_PAGES = "list_pages"
 ATTP_RESULT_HEADER = "[tool_result]"
 #: At most this many tool calls run from one ATTP code block.
 MAX_ATTP_CALLS = 8
+#: Longer ATTP code is refused unparsed.
+MAX_ATTP_CODE = 20_000
 #: ``list_pages`` lists at most this many pages.
 MAX_LIST = 100
 
@@ -462,9 +464,11 @@ def _attp(ctx: ContextSystem, text: str) -> str:
         code = table.get("code")
         if not isinstance(code, str):
             raise _RefusedError("the tool_call has no code string")
+        if len(code) > MAX_ATTP_CODE:
+            raise _RefusedError(f"the code is {len(code)} characters long (at most {MAX_ATTP_CODE})")
         program = _Program(code)
-        planned = [_bind(n, a, k) for n, a, k in _planned_calls(program)]
-        del planned  # every call is checked against its signature before any runs
+        for name, args, kwargs in _planned_calls(program):
+            _bind(name, args, kwargs)  # every call is checked against its signature before any runs
         result = program.run(lambda name, args, kwargs: _run(ctx, *_bind(name, args, kwargs)))
         return _attp_result("success", result=_json(result))
     except _RefusedError as e:
