@@ -84,6 +84,11 @@ impl<'a> Facts<'a> {
         self.messages[i].0
     }
 
+    /// The id a tool message answers (none if it was given none).
+    fn result_id(&self, i: usize) -> Option<&'a str> {
+        self.ids(i).first().copied().flatten()
+    }
+
     fn ids(&self, i: usize) -> &[Option<&'a str>] {
         let start = if i == 0 { 0 } else { self.messages[i - 1].1 as usize };
         &self.ids[start..self.messages[i].1 as usize]
@@ -172,7 +177,7 @@ pub fn scan<'a>(facts: &Facts<'a>) -> Vec<Removal<'a>> {
             Kind::Other => i + 1,
             Kind::Calls => group(facts, i, &mut scratch, &mut out),
             Kind::ToolResult => {
-                let reason = match facts.ids(i)[0] {
+                let reason = match facts.result_id(i) {
                     None => Reason::NoId,
                     Some(id) => Reason::Orphan { id, assistant: None },
                 };
@@ -247,7 +252,7 @@ fn group<'a>(facts: &Facts<'a>, a: usize, scratch: &mut Scratch<'a>, out: &mut V
     let n = facts.len();
     let mut end = a + 1;
     while end < n && facts.kind(end) == Kind::ToolResult {
-        results.push((end, answer(calls, answered, a, end, facts.ids(end)[0])));
+        results.push((end, answer(calls, answered, a, end, facts.result_id(end))));
         end += 1;
     }
     let mut results_removed = None;
@@ -497,5 +502,7 @@ mod tests {
         f.finish(Kind::Calls);
         f.finish(Kind::BlockResults);
         assert!(scan(&f).is_empty());
+        f.finish(Kind::ToolResult);
+        assert_eq!(scan(&f)[0].reason, Reason::NoId);
     }
 }
