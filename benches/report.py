@@ -22,6 +22,8 @@ WORKLOAD_ORDER = (
     "filter",
     "snapshots",
     "checkpoint",
+    "context_round",
+    "context_build",
     "sanitize_array",
     "validate_array",
     "validate_array_first",
@@ -44,6 +46,8 @@ PEER_ORDER = (
     "langchain-convert",
     "llamaindex",
     "langgraph",
+    "memci-sqlite",
+    "python-window",
     "memci-cold",
     "tiktoken",
     "tiktoken-batch",
@@ -62,6 +66,9 @@ TITLES = {
     "filter": "FILTER roles user+assistant, content_excludes one keyword",
     "snapshots": "100 x (append 1% of n + snapshot), rollback to the 50th",
     "checkpoint": "100 snapshots of an unchanged history, rollback to the 50th",
+    "context_round": "ContextSystem: one agent round (add, archive the oldest page, end_round, build_messages); "
+    "size = archived pages",
+    "context_build": "ContextSystem.build_messages with n=5 active pages and a full contents page",
     "sanitize_array": "MessageArray.sanitize(), 1% of tool-call groups broken",
     "validate_array": "MessageArray.validate(), 1% of tool-call groups broken",
     "validate_array_first": "MessageArray.validate() on a store never scanned before",
@@ -118,6 +125,10 @@ NOTES = [
     "LangChain's `trim_messages` (the pure-Python slice is O(k) too).",
     "snapshots: the appends (the same for every store) dominate the shallow-copy peer's time; "
     "`checkpoint` isolates the snapshots.",
+    "context_*: no peer pages by user interaction with a contents page and recall rules, and DESIGN.md "
+    "sets no target: figures are absolute (rounds per second = 1 / median). `llamaindex` (a ChatMemoryBuffer "
+    "trimmed by get() each round) and `python-window` (a bare sliding window of 5 interactions) do less "
+    "than memci and are shown for scale; `memci-sqlite` is memci with pages written to SqliteStorage.",
     "sanitize/validate: the peer is `benches/pure_sanitize.py` (same rules, same report); "
     "`validate_array_first` scans a store whose pair index is not built yet; the `_list` entry points "
     "must look at every dict, which bounds them.",

@@ -12,35 +12,54 @@ See :class:`MessageArray`, the configs of :mod:`memci.ops`, and ``docs/message-a
 from memci import formats, ops, tokens
 from memci._core import __version__
 from memci.array import MessageArray
+from memci.contents import ArchivePolicy, ContentsEntry, DroppedEntry, PageListing, RoundResult
+from memci.context import ContextSystem, Entry, Page
 from memci.errors import (
     BatchError,
+    ContextOverflowError,
     InvalidMessageError,
     InvalidOperationError,
     MemciError,
+    PageError,
     PositionError,
     StateError,
     StorageError,
+    SummaryError,
 )
 from memci.results import BatchSnapshot, OperationResult, Stats
 from memci.sanitize import RemovedMessage, SanitizeResult, ValidationResult, sanitize_messages, validate_messages
 from memci.search import PageSearch, SearchHit
 from memci.storage import DirectoryStorage, MemoryStorage, RedisStorage, SqliteStorage, Storage
+from memci.summary import CallableSummarizer, ExtractiveSummarizer, PageSummary, Summarizer
 from memci.usage import TokenUsage, Usage, UsageRecord
 
 __all__ = [
+    "ArchivePolicy",
     "BatchError",
     "BatchSnapshot",
+    "CallableSummarizer",
+    "ContentsEntry",
+    "ContextOverflowError",
+    "ContextSystem",
     "DirectoryStorage",
+    "DroppedEntry",
+    "Entry",
+    "ExtractiveSummarizer",
     "InvalidMessageError",
     "InvalidOperationError",
     "MemciError",
     "MemoryStorage",
     "MessageArray",
     "OperationResult",
+    "Page",
+    "PageError",
+    "PageListing",
     "PageSearch",
+    "PageSummary",
     "PositionError",
     "RedisStorage",
     "RemovedMessage",
+    "RoundResult",
     "SanitizeResult",
     "SearchHit",
     "SqliteStorage",
@@ -48,6 +67,8 @@ __all__ = [
     "Stats",
     "Storage",
     "StorageError",
+    "Summarizer",
+    "SummaryError",
     "TokenUsage",
     "Usage",
     "UsageRecord",

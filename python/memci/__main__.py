@@ -1,6 +1,7 @@
 """The ``memci`` command (also ``python -m memci``):
 
-- ``memci demo``: run the demo on a generated conversation;
+- ``memci demo [--array] [--rounds N] [--db PATH]``: a long scripted conversation through a
+  ContextSystem on SqliteStorage (``--array``: the MessageArray tour);
 - ``memci inspect DB [--page N] [--limit N]``: what a SqliteStorage file or DirectoryStorage folder
   holds (read-only).
 """
@@ -16,7 +17,8 @@ from memci.errors import StorageError
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memci", description="memci: an LLM agent's context window, held in Rust.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.add_parser("demo", help="run the demo on a generated conversation")
+    # The demo parses its own options (memci.demo.main): listed here for --help only.
+    commands.add_parser("demo", help="run the demo: a long conversation through a ContextSystem (see demo -h)")
     inspect = commands.add_parser(
         "inspect",
         help="list what a store holds (a SqliteStorage file or a DirectoryStorage folder)",
@@ -32,12 +34,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    if args.command == "demo":
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["demo"]:
         from memci.demo import main as run_demo
 
-        run_demo()
-        return 0
+        return run_demo(argv[1:])
+    args = _parser().parse_args(argv)
     from memci.inspect_store import inspect_store
 
     if args.limit < 0:

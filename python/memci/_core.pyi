@@ -15,6 +15,7 @@ _Message = dict[str, Any]
 __all__ = [
     "MessageStore",
     "MessageView",
+    "PageWindow",
     "SearchIndex",
     "__version__",
     "allocated_bytes",
@@ -23,6 +24,7 @@ __all__ = [
     "count_text",
     "count_texts",
     "encoding_name",
+    "message_texts",
     "ranks_file",
     "reply_priming",
     "sanitize_store",
@@ -127,8 +129,49 @@ class MessageStore:
     def copy(self) -> MessageStore:
         """An independent copy of the whole state."""
 
+@final
+class PageWindow:
+    """The context system's window: the system chapter, then the active pages, each a run of
+    message nodes over one shared chain. Opening, joining and detaching a page are O(1) per
+    message; page indices start at 1 and are never reused."""
+
+    def __new__(cls) -> PageWindow: ...
+    def __len__(self) -> int:
+        """Messages in the window (system chapter and active pages)."""
+    def set_system(self, messages: _Message | Sequence[_Message]) -> None:
+        """Replace the system chapter (at the front of the window)."""
+    def open_page(self, messages: _Message | Sequence[_Message]) -> int:
+        """Open the next page with these messages at the end of the window; its index."""
+    def open_page_at(self, index: int, messages: _Message | Sequence[_Message]) -> None:
+        """Open a page with a given index, not below ``next_index`` (restoring a saved state)."""
+    def join(self, messages: _Message | Sequence[_Message]) -> int:
+        """Append messages to the open (newest) page; its index."""
+    def detach(self, index: int) -> None:
+        """Unlink an active page from the window in O(1)."""
+    def undo_open(self, index: int) -> None:
+        """Take back the page just opened (the newest); its index will be given again."""
+    def page(self, index: int) -> list[_Message]:
+        """The messages of an active page."""
+    def page_indices(self) -> list[int]:
+        """The active pages' indices, oldest first."""
+    def messages(self) -> list[_Message]:
+        """The window in order: the system chapter, then the active pages."""
+    @property
+    def active_count(self) -> int:
+        """Pages in the window; the newest is the open one."""
+    @property
+    def system_len(self) -> int: ...
+    @property
+    def next_index(self) -> int: ...
+    def stored_nodes(self) -> int:
+        """Nodes the arena holds: the window's and detached ones not yet compacted away."""
+
 def allocated_bytes() -> int:
     """Bytes currently allocated by the Rust core in this process (all stores together)."""
+
+def message_texts(messages: _Message | Sequence[_Message]) -> list[str]:
+    """The searchable text of each message: its string content, or its blocks' text joined by
+    newlines. The messages are checked like stored ones."""
 
 # ---- the pair scan (memci.sanitize) -----------------------------------------------------------------
 # A finding: (index, role, reason code, the ids the reason names, the other position it names).

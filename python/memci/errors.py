@@ -11,12 +11,15 @@ from __future__ import annotations
 
 __all__ = [
     "BatchError",
+    "ContextOverflowError",
     "InvalidMessageError",
     "InvalidOperationError",
     "MemciError",
+    "PageError",
     "PositionError",
     "StateError",
     "StorageError",
+    "SummaryError",
 ]
 
 
@@ -51,9 +54,20 @@ class StateError(MemciError, ValueError):
     """A saved state (``from_json``) that cannot be loaded; the message names the bad part."""
 
 
+class PageError(MemciError, LookupError):
+    """A page index of a :class:`~memci.ContextSystem` that does not exist (or is not stored)."""
+
+
+class ContextOverflowError(MemciError, ValueError):
+    """The context cannot fit ``max_context_tokens`` even with every page but the open one archived."""
+
+
+class SummaryError(MemciError, ValueError):
+    """A summarizer returned something that is not a summary of the page it was given."""
+
+
 class StorageError(MemciError, ValueError):
     """A store refused a page or a state, or holds one it cannot read.
-
     Raised for a value that is not JSON, a page index that is not a positive int, a page written
     twice with different content, a corrupt file or database, and a store used after ``close()``.
     ``where`` names the place: ``page 3: messages[2].metadata``, a file path, or a database path.

@@ -14,6 +14,9 @@ mod _core {
     use crate::python::store::MessageStore;
 
     #[pymodule_export]
+    use crate::python::pages::{PageWindow, message_texts};
+
+    #[pymodule_export]
     use crate::python::allocated_bytes;
 
     #[pymodule_export]

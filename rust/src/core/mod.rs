@@ -6,6 +6,7 @@ pub mod cow_vec;
 pub mod error;
 pub mod json;
 pub mod message;
+pub mod pages;
 pub mod pair_index;
 pub mod pairs;
 pub mod roles;

@@ -86,6 +86,13 @@ impl Incoming {
     pub fn is_empty(&self) -> bool {
         self.messages.is_empty()
     }
+
+    /// Each checked message: its encoding and its facts.
+    pub fn messages(&self) -> impl Iterator<Item = (&[u8], &Facts)> {
+        self.messages
+            .iter()
+            .map(|(range, facts)| (&self.bytes[range.clone()], facts))
+    }
 }
 
 /// The cuts of a TRUNCATE, applied in field order.
@@ -484,7 +491,7 @@ impl Store {
 
 /// The searchable text of a message: a string content as is, or its pieces joined by `"\n"`
 /// into `buf`.
-fn message_text<'a>(message: ValueRef<'a>, buf: &'a mut String) -> &'a str {
+pub fn message_text<'a>(message: ValueRef<'a>, buf: &'a mut String) -> &'a str {
     if let Some(s) = message.field("content").and_then(ValueRef::as_str) {
         return s;
     }
@@ -500,23 +507,29 @@ fn message_text<'a>(message: ValueRef<'a>, buf: &'a mut String) -> &'a str {
     buf
 }
 
+/// `(role, content)` pairs as checked messages, for the core's tests.
+#[cfg(test)]
+pub fn incoming_of(messages: &[(&str, &str)]) -> Incoming {
+    let mut incoming = Incoming::default();
+    for (role, content) in messages {
+        let (start, mut e) = incoming.encoder();
+        let d = e.open_dict(2);
+        e.key("role");
+        e.str(role);
+        e.key("content");
+        e.str(content);
+        e.close(d);
+        incoming.finish(start, || "m".into()).unwrap();
+    }
+    incoming
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn incoming(messages: &[(&str, &str)]) -> Incoming {
-        let mut incoming = Incoming::default();
-        for (role, content) in messages {
-            let (start, mut e) = incoming.encoder();
-            let d = e.open_dict(2);
-            e.key("role");
-            e.str(role);
-            e.key("content");
-            e.str(content);
-            e.close(d);
-            incoming.finish(start, || "m".into()).unwrap();
-        }
-        incoming
+        incoming_of(messages)
     }
 
     fn contents(store: &Store) -> Vec<String> {

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
+use crate::core::arena::{Arena, NodeId};
 use crate::core::error::Error;
 use crate::core::store::Incoming;
 use crate::core::value::{Encoder, Value, ValueRef, WELL_KNOWN_KEYS};
@@ -248,4 +249,17 @@ pub fn to_py<'py>(py: Python<'py>, v: ValueRef<'_>) -> PyResult<Bound<'py, PyAny
             dict.into_any()
         }
     })
+}
+
+/// Fresh Python dicts for stored messages, in the order given.
+pub fn decode_ids<'py>(
+    py: Python<'py>,
+    arena: &Arena,
+    ids: impl IntoIterator<Item = NodeId>,
+) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for id in ids {
+        list.append(to_py(py, arena.message(id))?)?;
+    }
+    Ok(list)
 }

@@ -4,6 +4,8 @@
 pub mod convert;
 pub mod decoded;
 pub mod errors;
+pub mod lock;
+pub mod pages;
 pub mod pairs;
 pub mod search;
 pub mod store;

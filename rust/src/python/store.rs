@@ -14,6 +14,7 @@ use crate::core::roles::Role;
 use crate::core::store::{Conditions, Cuts, Store};
 use crate::python::convert::{incoming, to_py};
 use crate::python::decoded::{Decoded, SMALL_READ};
+use crate::python::lock;
 
 #[pyclass(frozen, module = "memci._core", name = "MessageStore")]
 pub struct MessageStore {
@@ -79,13 +80,11 @@ impl MessageStore {
     }
 
     pub(crate) fn read(&self, py: Python<'_>) -> RwLockReadGuard<'_, Store> {
-        self.inner.try_read().unwrap_or_else(|| py.detach(|| self.inner.read()))
+        lock::read(py, &self.inner)
     }
 
     pub(crate) fn write(&self, py: Python<'_>) -> RwLockWriteGuard<'_, Store> {
-        self.inner
-            .try_write()
-            .unwrap_or_else(|| py.detach(|| self.inner.write()))
+        lock::write(py, &self.inner)
     }
 
     fn with_store(store: Store) -> Self {

@@ -1,0 +1,596 @@
+"""The paged context system (seed 004; the contract is DESIGN.md's "Context system").
+
+The window the model sees has two segments. The **system segment** holds the system prompt and the
+description of the recall tools. The **common segment** holds the **archive chapter**, which the
+model sees as one system message, the **contents page**, and the **active chapter**: the last
+``active_pages`` pages, in full. A **page** is one user interaction: a user message and the
+assistant and tool messages it caused, each an **entry**. Pages live in the Rust core as runs of
+nodes over one shared chain (:class:`memci._core.PageWindow`); archiving a page unlinks its run in
+O(1). The policies (when a page leaves the window, when a contents entry is dropped) are here.
+
+Semantics and decisions: ``docs/context-system.md``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, overload
+
+from memci import _core, recall, tokens
+from memci.contents import (
+    RULES,
+    ArchiveChapter,
+    ArchivePolicy,
+    ContentsEntry,
+    DroppedEntry,
+    PageListing,
+    RoundResult,
+)
+from memci.errors import ContextOverflowError, InvalidMessageError, InvalidOperationError, PageError, StateError
+from memci.sanitize import sanitize_messages
+from memci.search import PageSearch, SearchHit, page_text
+from memci.storage import MemoryStorage, Storage
+from memci.summary import PageSummary, Summarizer, as_summarizer, checked
+from memci.tokens import Counter
+
+__all__ = ["ContextSystem", "Entry", "Page"]
+
+Message = dict[str, Any]
+STATE_VERSION = 1
+STATE_KIND = "memci.ContextSystem"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One message of a page: its role and the message (a dict of its own)."""
+
+    role: str
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One user interaction: its index (from 1) and its entries, in order. A snapshot taken when
+    it was read; the dicts are the caller's to keep."""
+
+    index: int
+    entries: tuple[Entry, ...]
+
+    @classmethod
+    def of(cls, index: int, messages: Sequence[Message]) -> Page:
+        return cls(index, tuple(Entry(m["role"], m) for m in messages))
+
+    def messages(self) -> list[Message]:
+        """The entries' messages, in order."""
+        return [e.message for e in self.entries]
+
+
+ToolFormat = Literal["openai", "anthropic", "attp"]
+
+
+class _Tokens:
+    """Counts with ``memci.tokens`` in the system's encoding, or with the caller's message
+    ``counter`` (as everywhere in memci: a message dict in, its tokens out). The contents page is
+    counted as the system message it is sent as."""
+
+    __slots__ = ("counter", "encoding", "overhead")
+
+    def __init__(self, encoding: str, counter: Counter | None) -> None:
+        self.encoding, self.counter = tokens.resolve("ContextSystem", encoding, counter)
+        #: What a system message costs beyond its text: subtracted from one entry's lines when
+        #: they are counted alone.
+        self.overhead = self.text_message("")
+
+    def text_message(self, text: str) -> int:
+        message = {"role": "system", "content": text}
+        if self.counter is not None:
+            return tokens.counted("ContextSystem: counter", self.counter, message)
+        return tokens.count_message(message, self.encoding)
+
+    def lines(self, text: str) -> int:
+        """The tokens ``text`` adds to the contents page."""
+        return max(0, self.text_message(text) - self.overhead)
+
+    def messages(self, messages: list[Message]) -> int:
+        return tokens.count_messages(messages, self.encoding, counter=self.counter)
+
+
+def _system_message(prompt: str | Message) -> Message:
+    if isinstance(prompt, str):
+        return {"role": "system", "content": str.__str__(prompt)}
+    if isinstance(prompt, dict):
+        if prompt.get("role") not in ("system", "developer"):
+            raise InvalidMessageError(
+                f"system_prompt: role must be 'system' or 'developer', got {prompt.get('role')!r}",
+                path="system_prompt.role",
+            )
+        return prompt
+    raise InvalidMessageError(
+        f"system_prompt must be a str or a system message dict, got {type(prompt).__name__}", path="system_prompt"
+    )
+
+
+def _positive(name: str, value: object, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidOperationError(f"ContextSystem: {name} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+class ContextSystem:
+    """An agent's context window, paged by user interaction, with an archive the model recalls from.
+
+    ``add`` messages as they happen (a user message opens a page; assistant and tool messages join
+    the open one), call ``end_round`` when a round of conversation is over, and send the model
+    ``build_messages()`` with ``tool_definitions()``. Answer its recall calls with
+    ``handle_tool_call`` and ``add`` the result like any tool result. Methods are atomic with
+    respect to each other (one lock); the storage's own calls happen under it.
+    """
+
+    def __init__(
+        self,
+        system_prompt: str | Message,
+        *,
+        tools: ToolFormat | None = None,
+        active_pages: int = 5,
+        storage: Storage | None = None,
+        summarizer: Summarizer | Callable[[str], str] | None = None,
+        policy: ArchivePolicy | None = None,
+        encoding: str = "o200k_base",
+        max_context_tokens: int | None = None,
+        counter: Counter | None = None,
+    ) -> None:
+        """``system_prompt``: a string or a system/developer message. ``tools``: the protocol the
+        system segment describes the recall tools in (``"openai"``, the default, and
+        ``"anthropic"`` for native tool calls; ``"attp"`` for the TOML protocol). ``active_pages``
+        (n): pages kept whole in the window. ``storage``: where archived pages go (default
+        ``memci.MemoryStorage()``). ``summarizer``: a :class:`~memci.summary.Summarizer` or a
+        ``str -> str`` callable (default: extractive). ``counter``: a message counter (a
+        message dict in, its tokens out) to use instead of ``memci.tokens`` with ``encoding``."""
+        if tools is None:
+            tools = "openai"
+        if tools not in recall.FORMATS:
+            raise InvalidOperationError(
+                f"ContextSystem: tools must be one of {', '.join(recall.FORMATS)}, got {tools!r}"
+            )
+        if policy is None:
+            policy = ArchivePolicy()
+        if not isinstance(policy, ArchivePolicy):
+            raise InvalidOperationError(f"ContextSystem: policy must be an ArchivePolicy, got {type(policy).__name__}")
+        if not isinstance(encoding, str):
+            raise InvalidOperationError(f"ContextSystem: encoding must be a str, got {encoding!r}")
+        self._tools: ToolFormat = tools
+        self._active_pages = _positive("active_pages", active_pages)
+        self._max_context_tokens = (
+            None if max_context_tokens is None else _positive("max_context_tokens", max_context_tokens)
+        )
+        self._encoding = encoding
+        self._tokens = _Tokens(encoding, counter)
+        self._summarizer = as_summarizer(summarizer)
+        self._storage: Storage = MemoryStorage() if storage is None else storage
+        self._lock = threading.RLock()
+        self._round = 0
+        self._window = _core.PageWindow()
+        note = {"role": "system", "content": recall.system_note(tools)}
+        # Stored (checked and copied) by the core: state() reads it back, so nothing aliases it.
+        self._window.set_system([_system_message(system_prompt), note])
+        self._system_len = self._window.system_len
+        self._archive = ArchiveChapter(
+            policy, self._tokens.text_message, self._tokens.lines, recall.contents_hint(tools)
+        )
+        self._search = PageSearch()
+
+    # ---- the conversation ------------------------------------------------------------------------
+
+    def add(self, message: Message) -> int:
+        """Add one message; returns the index of the page it opened or joined. O(message) plus,
+        when a page opens beyond ``active_pages``, archiving the oldest (summary, storage write,
+        O(1) unlink).
+
+        A user message opens a new page, unless it only carries tool results (Anthropic
+        ``tool_result`` blocks, an ATTP ``[tool_result]``); every other message joins the open page
+        (the first message of all opens one, whatever its role). Invalid messages raise
+        :class:`~memci.InvalidMessageError`; if archiving fails (the summarizer or the storage
+        raises), the message is taken back and the error propagates: nothing has changed.
+        """
+        if not isinstance(message, dict):
+            raise InvalidMessageError(
+                f"message: a message must be a dict, got {type(message).__name__}", path="message"
+            )
+        with self._lock:
+            window = self._window
+            if window.active_count and (message.get("role") != "user" or recall.is_tool_result(message)):
+                return window.join(message)
+            index = window.open_page(message)
+            try:
+                while window.active_count > self._active_pages:
+                    self._archive_pages([self._prepare(window.page_indices()[0])])
+            except BaseException:
+                window.undo_open(index)
+                raise
+            return index
+
+    def extend(self, messages: Sequence[Message]) -> list[int]:
+        """:meth:`add` each message in order; the page index of each."""
+        return [self.add(m) for m in messages]
+
+    def end_round(self) -> RoundResult:
+        """One round of conversation has ended: the round count rises by one, then the m rule, the
+        p rule and LRU under the contents cap run, in that order. What each dropped is returned."""
+        with self._lock:
+            self._round += 1
+            dropped = self._archive.end_round(self._round)
+            return RoundResult(self._round, tuple(dropped), self._archive.tokens())
+
+    # ---- archiving ---------------------------------------------------------------------------------
+
+    def _prepare(self, index: int) -> tuple[Page, PageSummary]:
+        page = Page.of(index, self._window.page(index))
+        return page, checked(self._summarizer.summarize(page), page)
+
+    def _new_entry(self, page: Page, summary: PageSummary) -> ContentsEntry:
+        """The contents entry of a page archived now: never recalled, last-recall round = now."""
+        return ContentsEntry(page.index, summary.summary, summary.entry_summaries, 0, self._round, self._round)
+
+    def _archive_pages(self, prepared: list[tuple[Page, PageSummary]]) -> None:
+        """Archive summarised active pages: storage first (the step that can fail), then the O(1)
+        unlink, the contents entry and the search index."""
+        for page, summary in prepared:
+            stored = {
+                "index": page.index,
+                "messages": page.messages(),
+                "summary": summary.summary,
+                "entry_summaries": list(summary.entry_summaries),
+                "archived_round": self._round,
+            }
+            self._storage.put_page(page.index, stored)
+            self._window.detach(page.index)
+            self._archive.add(self._new_entry(page, summary))
+            self._search.add(page.index, page_text(stored))
+
+    # ---- what the model sees ----------------------------------------------------------------------
+
+    def _assemble(self, contents: str | None, pages: Sequence[Message] | None = None) -> list[Message]:
+        """System segment, contents page, then the active pages (or ``pages`` instead)."""
+        window = self._window.messages()
+        if pages is not None:
+            window[self._system_len :] = pages
+        if contents is not None:
+            window.insert(self._system_len, {"role": "system", "content": contents})
+        return window
+
+    def build_messages(self, *, sanitize: bool = True) -> list[Message]:
+        """What to send the model: the system segment, the contents page as one system message
+        (left out while it has no entry), then the active pages; then ``memci.sanitize_messages``
+        (``sanitize=False`` skips it). With ``max_context_tokens``, the oldest active pages (never
+        the open one) are archived first until the window fits; :class:`ContextOverflowError` if
+        it cannot, and then nothing has changed. O(window)."""
+        with self._lock:
+            if self._max_context_tokens is not None:
+                self._fit(self._max_context_tokens)
+            messages = self._assemble(self._archive.render())
+        if not sanitize:
+            return messages
+        return sanitize_messages(messages).messages
+
+    def _fit(self, limit: int) -> None:
+        tokens = self._tokens.messages(self._assemble(self._archive.render()))
+        if tokens <= limit:
+            return
+        indices = self._window.page_indices()
+        if not indices:
+            raise ContextOverflowError(
+                f"build_messages: the system segment and the contents page alone need {tokens} tokens, "
+                f"over max_context_tokens={limit}"
+            )
+        pages = {i: self._window.page(i) for i in indices}
+        prepared: list[tuple[Page, PageSummary]] = []
+        for index in indices[:-1]:
+            prepared.append(self._prepare(index))
+            extra = [self._new_entry(p, s) for p, s in prepared]
+            rest = [m for i in indices[len(prepared) :] for m in pages[i]]
+            tokens = self._tokens.messages(self._assemble(self._archive.render(extra), rest))
+            if tokens <= limit:
+                self._archive_pages(prepared)
+                return
+        raise ContextOverflowError(
+            f"build_messages: the window needs {tokens} tokens with every page but the open one "
+            f"(page {indices[-1]}) archived, over max_context_tokens={limit}"
+        )
+
+    def token_count(self) -> int:
+        """Tokens of :meth:`build_messages` (without sanitizing), in the system's encoding."""
+        with self._lock:
+            return self._tokens.messages(self._assemble(self._archive.render()))
+
+    def count_tokens(self, messages: list[Message]) -> int:
+        """Tokens of ``messages`` in the system's encoding (or by its ``counter``)."""
+        return self._tokens.messages(messages)
+
+    def contents_text(self) -> str | None:
+        """The contents page's text, or None while no entry is visible."""
+        with self._lock:
+            return self._archive.render()
+
+    def contents_tokens(self) -> int:
+        """Tokens of the contents page (0 while it has no entry)."""
+        with self._lock:
+            return self._archive.tokens()
+
+    # ---- recall --------------------------------------------------------------------------------------
+
+    def is_active(self, page_index: int) -> bool:
+        """True while page ``page_index`` is in the window (not archived)."""
+        return page_index in self._window.page_indices()
+
+    def _check_index(self, page_index: object) -> int:
+        if isinstance(page_index, bool) or not isinstance(page_index, int):
+            raise PageError(f"recall: page_index must be an int, got {page_index!r}")
+        last = self._window.next_index - 1
+        if not 1 <= page_index <= last:
+            pages = "no page exists yet" if last == 0 else f"pages are 1 to {last}"
+            raise PageError(f"recall: page {page_index} does not exist ({pages})")
+        return page_index
+
+    def _stored(self, index: int) -> dict[str, Any]:
+        """Stored page ``index``, checked to be what :meth:`_archive_pages` wrote."""
+        page = self._storage.get_page(index)
+        if page is None:
+            raise PageError(f"recall: page {index} was archived but the storage does not hold it")
+        messages = page.get("messages")
+        fine = (
+            isinstance(messages, list)
+            and all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages)
+            and isinstance(page.get("summary"), str)
+            and isinstance(page.get("entry_summaries"), list)
+            and type(page.get("archived_round")) is int
+        )
+        if not fine:
+            raise PageError(
+                f"recall: page {index} in the storage is not an archived page "
+                "(it needs messages, summary, entry_summaries and archived_round)"
+            )
+        return page
+
+    def recall(self, page_index: int) -> Page:
+        """Page ``page_index`` in full. For an archived page, its recall count rises by one and
+        its last-recall round becomes the current round (a dropped entry comes back to the contents
+        page); an active page is returned as it is. :class:`~memci.PageError` if no such page.
+        O(page) plus one storage read."""
+        with self._lock:
+            index = self._check_index(page_index)
+            if self.is_active(index):
+                return Page.of(index, self._window.page(index))
+            stored = self._stored(index)
+
+            def restore() -> tuple[str, tuple[str, ...], int]:
+                return stored["summary"], tuple(map(str, stored["entry_summaries"])), stored["archived_round"]
+
+            self._archive.recall(index, self._round, restore)
+            return Page.of(index, stored["messages"])
+
+    def list_pages(self, limit: int = 10) -> list[PageListing]:
+        """The ``limit`` most recently archived pages on the contents page, newest first, with
+        their recall counts and the rounds since each was last recalled (or archived)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise InvalidOperationError(f"list_pages: limit must be an int >= 0, got {limit!r}")
+        with self._lock:
+            return self._archive.listing(self._round, limit)
+
+    def search(self, query: str, k: int = 5) -> list[SearchHit]:
+        """The ``k`` archived pages (dropped contents entries included) that best match ``query``,
+        best first, by BM25 over each page's summary and messages (:class:`memci.PageSearch`):
+        ``SearchHit(page_index, score, snippet)``. Searching counts no recall."""
+        with self._lock:
+            return self._search.search(query, k)
+
+    @overload
+    def tool_definitions(self, format: Literal["openai", "anthropic"] = "openai") -> list[dict[str, Any]]: ...
+    @overload
+    def tool_definitions(self, format: Literal["attp"]) -> str: ...
+    def tool_definitions(self, format: ToolFormat = "openai") -> list[dict[str, Any]] | str:
+        """The recall tools for the model: OpenAI function tools, Anthropic tools, or the ATTP
+        listing (text). Pass them to the model with your own tools."""
+        return recall.tool_definitions(format)
+
+    def handle_tool_call(self, call: object) -> Message:
+        """Answer the model's call of a recall tool (an OpenAI ``tool_call``, an Anthropic
+        ``tool_use`` block, or ATTP TOML text) with the result to :meth:`add`: a ``tool`` message,
+        a ``tool_result`` block (put it in a user message), or a user message with the ATTP result.
+        A recalled page's entries come back in the result, so the page re-enters the window where
+        the model asked for it. Calls of anything else are refused in the result."""
+        with self._lock:
+            return recall.handle_tool_call(self, call)
+
+    def is_recall_call(self, call: object) -> bool:
+        """True when ``call`` is for the recall tools (send it to :meth:`handle_tool_call`)."""
+        return recall.is_recall_call(call)
+
+    # ---- state ---------------------------------------------------------------------------------------
+
+    @property
+    def round(self) -> int:
+        """Rounds ended so far."""
+        return self._round
+
+    @property
+    def pages(self) -> list[Page]:
+        """The active pages, oldest first (the last one is open)."""
+        with self._lock:
+            return [Page.of(i, self._window.page(i)) for i in self._window.page_indices()]
+
+    @property
+    def contents(self) -> list[ContentsEntry]:
+        """The contents entries the model sees, by index."""
+        with self._lock:
+            return list(self._archive.entries.values())
+
+    @property
+    def dropped(self) -> list[DroppedEntry]:
+        """Entries the rules dropped from the contents page (their pages stay stored), by index."""
+        with self._lock:
+            return sorted(self._archive.dropped.values(), key=lambda d: d.index)
+
+    @property
+    def storage(self) -> Storage:
+        return self._storage
+
+    @property
+    def policy(self) -> ArchivePolicy:
+        return self._archive.policy
+
+    @property
+    def active_pages(self) -> int:
+        return self._active_pages
+
+    @property
+    def encoding(self) -> str:
+        return self._encoding
+
+    @property
+    def max_context_tokens(self) -> int | None:
+        return self._max_context_tokens
+
+    def __repr__(self) -> str:
+        return (
+            f"<memci.ContextSystem: round {self._round}, {len(self._window.page_indices())} active pages, "
+            f"{len(self._archive.entries)} contents entries, {len(self._archive.dropped)} dropped>"
+        )
+
+    # ---- saving --------------------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """The whole state as a JSON-able dict (what :meth:`save` writes)."""
+        with self._lock:
+            return {
+                "version": STATE_VERSION,
+                "kind": STATE_KIND,
+                "round": self._round,
+                "next_index": self._window.next_index,
+                "system_prompt": self._window.messages()[0],
+                "tools": self._tools,
+                "active_pages": self._active_pages,
+                "encoding": self._encoding,
+                "max_context_tokens": self._max_context_tokens,
+                "policy": self._archive.policy.to_dict(),
+                "pages": [{"index": i, "messages": self._window.page(i)} for i in self._window.page_indices()],
+                "contents": [e.to_dict() for e in self._archive.entries.values()],
+                "dropped": [d.to_dict() for d in self._archive.dropped.values()],
+            }
+
+    def save(self) -> None:
+        """Write the whole state to the storage (archived pages are already there)."""
+        with self._lock:
+            self._storage.save_state(self.state())
+
+    @classmethod
+    def load(
+        cls,
+        storage: Storage,
+        *,
+        summarizer: Summarizer | Callable[[str], str] | None = None,
+        counter: Counter | None = None,
+    ) -> ContextSystem:
+        """The context system last saved to ``storage``, exactly: rounds, counts, the active pages
+        with the open one, the contents and dropped entries; search is rebuilt from the stored
+        pages. The summarizer and counter are not saved: pass them again if they are not the
+        defaults. :class:`~memci.StateError` names what is wrong with a bad state."""
+        state = storage.load_state()
+        if state is None:
+            raise StateError("load: the storage holds no saved state")
+        return _restore(cls, storage, state, summarizer, counter)
+
+
+def _field(state: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str = "state") -> Any:
+    value = state.get(key) if isinstance(state, dict) else None
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        raise StateError(f"load: {where}[{key!r}] is {value!r}, expected {getattr(kind, '__name__', kind)}")
+    return value
+
+
+def _entry(raw: object, where: str) -> ContentsEntry:
+    if not isinstance(raw, dict):
+        raise StateError(f"load: {where} is not a dict")
+    try:
+        return ContentsEntry(
+            _field(raw, "index", int, where),
+            _field(raw, "summary", str, where),
+            tuple(_field(raw, "entry_summaries", list, where)),
+            _field(raw, "recall_count", int, where),
+            _field(raw, "last_recall_round", int, where),
+            _field(raw, "archived_round", int, where),
+        )
+    except TypeError as e:
+        raise StateError(f"load: {where}: {e}") from None
+
+
+def _dropped(raw: object, where: str) -> DroppedEntry:
+    if not isinstance(raw, dict):
+        raise StateError(f"load: {where} is not a dict")
+    rule = _field(raw, "rule", str, where)
+    if rule not in RULES:
+        raise StateError(f"load: {where}['rule'] is {rule!r}, expected one of {', '.join(RULES)}")
+    return DroppedEntry(
+        _field(raw, "index", int, where),
+        _field(raw, "recall_count", int, where),
+        _field(raw, "last_recall_round", int, where),
+        _field(raw, "archived_round", int, where),
+        _field(raw, "dropped_round", int, where),
+        rule,
+    )
+
+
+def _restore(
+    cls: type[ContextSystem],
+    storage: Storage,
+    state: dict[str, Any],
+    summarizer: Summarizer | Callable[[str], str] | None,
+    counter: Counter | None,
+) -> ContextSystem:
+    if not isinstance(state, dict):
+        raise StateError(f"load: the saved state is {type(state).__name__}, not a dict")
+    if state.get("version") != STATE_VERSION or state.get("kind") != STATE_KIND:
+        raise StateError(
+            f"load: not a saved {STATE_KIND} of version {STATE_VERSION} "
+            f"(kind {state.get('kind')!r}, version {state.get('version')!r})"
+        )
+    limit = state.get("max_context_tokens")
+    try:
+        ctx = cls(
+            _field(state, "system_prompt", dict),
+            tools=_field(state, "tools", str),
+            active_pages=_field(state, "active_pages", int),
+            storage=storage,
+            summarizer=summarizer,
+            policy=ArchivePolicy.from_dict(_field(state, "policy", dict)),
+            encoding=_field(state, "encoding", str),
+            max_context_tokens=None if limit is None else _field(state, "max_context_tokens", int),
+            counter=counter,
+        )
+    except (InvalidOperationError, InvalidMessageError, TypeError) as e:
+        raise StateError(f"load: {e}") from None
+    ctx._round = _field(state, "round", int)
+    pages = _field(state, "pages", list)
+    for i, page in enumerate(pages):
+        where = f"state['pages'][{i}]"
+        try:
+            ctx._window.open_page_at(_field(page, "index", int, where), _field(page, "messages", list, where))
+        except (InvalidOperationError, InvalidMessageError) as e:
+            raise StateError(f"load: {where}: {e}") from None
+    next_index = _field(state, "next_index", int)
+    if next_index != ctx._window.next_index:
+        raise StateError(
+            f"load: state['next_index'] is {next_index}, but the active pages make it {ctx._window.next_index}"
+        )
+    for i, raw in enumerate(_field(state, "contents", list)):
+        ctx._archive.add(_entry(raw, f"state['contents'][{i}]"))
+    for i, raw in enumerate(_field(state, "dropped", list)):
+        gone = _dropped(raw, f"state['dropped'][{i}]")
+        ctx._archive.dropped[gone.index] = gone
+    ctx._search.extend(
+        (index, page_text(stored))
+        for index in storage.page_indices()
+        if (stored := storage.get_page(index)) is not None
+    )
+    return ctx

@@ -1,0 +1,132 @@
+//! `memci._core.PageWindow`: the core [`Window`] (system chapter and active pages over one
+//! chain) behind a lock, as a frozen pyclass. Messages are converted before the lock is taken;
+//! each method takes the lock once, so every call is atomic. The archive, the contents page and
+//! the policies are Python (`memci.context`); this class only holds and moves the runs.
+
+use parking_lot::RwLock;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use crate::core::error::Error;
+use crate::core::pages::{PageIndex, Window};
+use crate::core::store::message_text;
+use crate::core::value::ValueRef;
+use crate::python::convert::{decode_ids, incoming};
+use crate::python::lock;
+
+#[pyclass(frozen, module = "memci._core", name = "PageWindow")]
+pub struct PageWindow {
+    inner: RwLock<Window>,
+}
+
+/// A page index from Python: page indices start at 1.
+fn page_index(index: i64) -> Result<PageIndex, Error> {
+    PageIndex::try_from(index)
+        .ok()
+        .filter(|&i| i >= 1)
+        .ok_or_else(|| Error::InvalidOperation(format!("page {index} does not exist: page indices start at 1")))
+}
+
+#[pymethods]
+impl PageWindow {
+    #[new]
+    fn new() -> Self {
+        Self {
+            inner: RwLock::new(Window::default()),
+        }
+    }
+
+    /// Messages in the window: the system chapter and the active pages.
+    fn __len__(&self, py: Python<'_>) -> usize {
+        lock::read(py, &self.inner).len()
+    }
+
+    fn set_system(&self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<()> {
+        let incoming = incoming(messages)?;
+        lock::write(py, &self.inner).set_system(&incoming);
+        Ok(())
+    }
+
+    fn open_page(&self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<PageIndex> {
+        let incoming = incoming(messages)?;
+        Ok(lock::write(py, &self.inner).open_page(&incoming)?)
+    }
+
+    fn open_page_at(&self, py: Python<'_>, index: i64, messages: &Bound<'_, PyAny>) -> PyResult<()> {
+        let index = page_index(index)?;
+        let incoming = incoming(messages)?;
+        Ok(lock::write(py, &self.inner).open_page_at(index, &incoming)?)
+    }
+
+    fn join(&self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<PageIndex> {
+        let incoming = incoming(messages)?;
+        Ok(lock::write(py, &self.inner).join(&incoming)?)
+    }
+
+    /// Unlink an active page from the window in O(1).
+    fn detach(&self, py: Python<'_>, index: i64) -> PyResult<()> {
+        let index = page_index(index)?;
+        lock::write(py, &self.inner).detach(index)?;
+        Ok(())
+    }
+
+    /// Take back the page just opened; its index will be given again.
+    fn undo_open(&self, py: Python<'_>, index: i64) -> PyResult<()> {
+        let index = page_index(index)?;
+        Ok(lock::write(py, &self.inner).undo_open(index)?)
+    }
+
+    /// The messages of an active page.
+    fn page<'py>(&self, py: Python<'py>, index: i64) -> PyResult<Bound<'py, PyList>> {
+        let index = page_index(index)?;
+        let window = lock::read(py, &self.inner);
+        let ids = window
+            .page_ids(index)
+            .ok_or_else(|| Error::InvalidOperation(format!("page {index} is not in the window")))?;
+        decode_ids(py, window.arena(), ids)
+    }
+
+    /// The indices of the active pages, oldest first.
+    fn page_indices(&self, py: Python<'_>) -> Vec<PageIndex> {
+        lock::read(py, &self.inner).active().iter().map(|p| p.index).collect()
+    }
+
+    /// Every message of the window, in order: the system chapter, then the active pages.
+    fn messages<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let window = lock::read(py, &self.inner);
+        decode_ids(py, window.arena(), window.ids())
+    }
+
+    /// Pages in the window; the newest is the open one.
+    #[getter]
+    fn active_count(&self, py: Python<'_>) -> usize {
+        lock::read(py, &self.inner).active().len()
+    }
+
+    #[getter]
+    fn system_len(&self, py: Python<'_>) -> usize {
+        lock::read(py, &self.inner).system_len()
+    }
+
+    #[getter]
+    fn next_index(&self, py: Python<'_>) -> PageIndex {
+        lock::read(py, &self.inner).next_index()
+    }
+
+    /// Nodes the arena holds (the window's, plus detached ones not yet compacted away).
+    fn stored_nodes(&self, py: Python<'_>) -> usize {
+        lock::read(py, &self.inner).arena().len()
+    }
+}
+
+/// The searchable text of each message (see `docs/message-array.md`): its string content, or the
+/// text of its blocks joined by newlines. Messages are checked like any stored message.
+#[pyfunction]
+pub fn message_texts(messages: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    let incoming = incoming(messages)?;
+    let mut buf = String::new();
+    Ok(incoming
+        .messages()
+        .map(|(bytes, _)| message_text(ValueRef::new(bytes), &mut buf).to_owned())
+        .collect())
+}

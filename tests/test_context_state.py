@@ -1,0 +1,148 @@
+"""Saving and loading a context system: everything comes back exactly, and a bad state is named."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import memci
+import pytest
+from context_helpers import DictStorage, FixedSummarizer, assistant, interaction, make, run_rounds, user, words
+
+
+def busy(storage: memci.Storage | None = None) -> memci.ContextSystem:
+    """A system with archived, recalled, dropped and active pages, mid-page."""
+    ctx = make(
+        active_pages=2,
+        storage=storage or DictStorage(),
+        summarizer=FixedSummarizer(),
+        policy=memci.ArchivePolicy(unrecalled_rounds=3, unchanged_rounds=5, contents_max_tokens=500),
+        max_context_tokens=100_000,
+        tools="attp",
+    )
+    run_rounds(ctx, 1, 8)
+    ctx.recall(5)
+    ctx.recall(1)  # dropped by m: comes back
+    ctx.add(user("Question 9: one more?"))
+    return ctx
+
+
+def loaded(ctx: memci.ContextSystem) -> memci.ContextSystem:
+    ctx.save()
+    return memci.ContextSystem.load(ctx.storage, summarizer=FixedSummarizer(), counter=words)
+
+
+def test_load_restores_everything_exactly():
+    ctx = busy()
+    assert ctx.dropped, "the fixture drops some entries"
+    again = loaded(ctx)
+    assert again.state() == ctx.state()
+    assert again.round == ctx.round
+    assert [p.messages() for p in again.pages] == [p.messages() for p in ctx.pages]
+    assert again.contents == ctx.contents
+    assert again.dropped == ctx.dropped
+    assert again.policy == ctx.policy
+    assert (again.active_pages, again.max_context_tokens, again.encoding) == (2, 100_000, "o200k_base")
+    assert again.build_messages(sanitize=False) == ctx.build_messages(sanitize=False)
+
+
+def test_a_loaded_system_carries_on_where_it_stopped():
+    ctx = busy()
+    again = loaded(ctx)
+    for system in (ctx, again):
+        assert system.add(assistant("Here it is.")) == 9, "the open page is still open"
+        assert system.add(user("Question 10")) == 10
+        system.end_round()
+        system.recall(3)
+    assert again.state() == ctx.state()
+
+
+def test_the_state_is_plain_json_with_a_version():
+    ctx = busy()
+    ctx.save()
+    state = ctx.storage.load_state()
+    assert state is not None
+    assert state["version"] == 1
+    assert state["kind"] == "memci.ContextSystem"
+    assert [p["index"] for p in state["pages"]] == [8, 9]
+
+
+def test_loading_an_empty_storage_is_a_state_error():
+    with pytest.raises(memci.StateError, match="holds no saved state"):
+        memci.ContextSystem.load(DictStorage(), counter=words)
+
+
+def _tampered(change: Any) -> DictStorage:
+    ctx = busy()
+    ctx.save()
+    storage = ctx.storage
+    assert isinstance(storage, DictStorage)
+    state = copy.deepcopy(storage.load_state())
+    change(state)
+    storage.save_state(state)
+    return storage
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda s: s.update(version=2), "version 2"),
+        (lambda s: s.update(kind="other"), "kind 'other'"),
+        (lambda s: s.pop("round"), "state['round']"),
+        (lambda s: s.update(round="3"), "state['round']"),
+        (lambda s: s.update(active_pages=0), "active_pages"),
+        (lambda s: s["policy"].update(lru_floor=2), "lru_floor"),
+        (lambda s: s["policy"].update(surprise=1), "unknown keys ['surprise']"),
+        (lambda s: s.update(next_index=4), "next_index"),
+        (lambda s: s["pages"][0].update(index="8"), "state['pages'][0]['index']"),
+        (lambda s: s["pages"][1]["messages"].append({"role": "robot", "content": "x"}), "state['pages'][1]"),
+        (lambda s: s["pages"].reverse(), "state['pages'][1]"),
+        (lambda s: s["contents"][0].pop("summary"), "state['contents'][0]['summary']"),
+        (lambda s: s["dropped"][0].update(rule="whim"), "state['dropped'][0]['rule']"),
+        (lambda s: s.update(system_prompt="hi"), "state['system_prompt']"),
+    ],
+)
+def test_a_tampered_state_is_a_state_error_naming_the_part(change: Any, named: str):
+    storage = _tampered(change)
+    with pytest.raises(memci.StateError) as caught:
+        memci.ContextSystem.load(storage, counter=words)
+    assert named in str(caught.value)
+
+
+def test_search_finds_archived_pages_dropped_ones_included_and_is_rebuilt_on_load():
+    ctx = busy()
+    dropped = ctx.dropped[0].index
+    hits = ctx.search(f"item {dropped}", k=3)
+    assert dropped in [h.page_index for h in hits]
+    again = loaded(ctx)
+    assert [h.page_index for h in again.search(f"item {dropped}", k=3)] == [h.page_index for h in hits]
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite", "directory"])
+def test_every_store_round_trips_the_whole_system(store: str, tmp_path: Any):
+    def open_store() -> memci.Storage:
+        if store == "sqlite":
+            return memci.SqliteStorage(str(tmp_path / "context.db"))
+        if store == "directory":
+            return memci.DirectoryStorage(str(tmp_path / "pages"))
+        return memory
+
+    memory = memci.MemoryStorage()
+    ctx = busy(storage=open_store())
+    ctx.save()
+    expected = ctx.state()
+    if store != "memory":
+        ctx.storage.close()
+    again = memci.ContextSystem.load(open_store(), summarizer=FixedSummarizer(), counter=words)
+    assert again.state() == expected
+    assert again.recall(2).messages() == interaction(2)
+    assert [h.page_index for h in again.search("item 2", k=1)] == [2]
+
+
+def test_the_state_shares_nothing_with_the_caller_or_the_system():
+    prompt = {"role": "system", "content": [{"type": "text", "text": "Be brief."}]}
+    ctx = memci.ContextSystem(prompt, storage=DictStorage(), counter=words)
+    prompt["content"][0]["text"] = "changed"
+    state = ctx.state()
+    state["system_prompt"]["content"].append("junk")
+    assert ctx.state()["system_prompt"] == {"role": "system", "content": [{"type": "text", "text": "Be brief."}]}

@@ -1,0 +1,194 @@
+"""Summaries: the default extractive summarizer, cutting on character boundaries, and the adapter
+over any ``str -> str`` callable."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import memci
+import pytest
+from context_helpers import calling, interaction, make, tool, user
+from hypothesis import given
+from hypothesis import strategies as st
+from memci.summary import ELLIPSIS, CallableSummarizer, ExtractiveSummarizer, as_summarizer, cut, first_sentence
+
+
+def page_of(*messages: dict[str, object]) -> memci.Page:
+    return memci.Page.of(7, list(messages))  # type: ignore[arg-type]
+
+
+# ---- cutting -----------------------------------------------------------------------------------
+
+
+def test_short_text_is_left_alone():
+    assert cut("hello", 5) == "hello"
+    assert cut("", 3) == ""
+
+
+def test_long_text_is_cut_with_an_ellipsis_within_the_limit():
+    assert cut("abcdefghij", 5) == "abcd" + ELLIPSIS
+    assert cut("hello world, again", 7) == "hello" + ELLIPSIS  # the space before the cut goes
+
+
+def test_cjk_is_cut_by_characters_not_bytes():
+    text = "数据库查询优化的建议很多"
+    assert cut(text, 6) == "数据库查询" + ELLIPSIS
+    assert cut(text, 6).encode("utf-8").decode("utf-8") == cut(text, 6)
+
+
+def test_a_letter_keeps_its_combining_marks():
+    text = "cafe\u0301 au lait"  # "café" with a combining acute accent
+    assert cut(text, 5) == "caf" + ELLIPSIS  # not "cafe" without its accent
+    assert cut(text, 6) == "cafe\u0301" + ELLIPSIS
+
+
+def test_an_emoji_sequence_is_never_split():
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"  # man ZWJ woman ZWJ girl
+    text = "ok " + family + " done"
+    for limit in range(4, 9):
+        out = cut(text, limit)
+        assert out in ("ok" + ELLIPSIS, "ok " + family + ELLIPSIS), out
+    thumbs = "\U0001f44d\U0001f3fd"  # thumbs up, medium skin tone
+    assert cut("a" + thumbs + "bc", 3) == "a" + ELLIPSIS
+
+
+@given(st.text(), st.integers(min_value=1, max_value=40))
+def test_a_cut_never_exceeds_its_limit_and_keeps_a_prefix(text: str, limit: int):
+    out = cut(text, limit)
+    assert len(out) <= max(limit, 0)
+    if out.endswith(ELLIPSIS) and out != text:
+        kept = out[: -len(ELLIPSIS)]
+        assert text.startswith(kept)
+        rest = text[len(kept.rstrip()) :] if kept else text
+        if kept and rest:
+            assert unicodedata.category(rest[0]) not in ("Mn", "Mc", "Me")
+    out.encode("utf-8")  # never a lone surrogate half
+
+
+# ---- sentences -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "first"),
+    [
+        ("Hello there. How are you?", "Hello there."),
+        ("Version 3.11 is out! Great.", "Version 3.11 is out!"),
+        ("你好。今天怎么样\uff1f", "你好。"),
+        ("line one\nline two. more", "line one"),
+        ("  spaced   out  words  ", "spaced out words"),
+        ("no end", "no end"),
+    ],
+)
+def test_first_sentence(text: str, first: str):
+    assert first_sentence(text) == first
+
+
+# ---- the extractive summarizer --------------------------------------------------------------------
+
+
+def test_entries_are_role_tagged_first_sentences():
+    summary = ExtractiveSummarizer().summarize(page_of(*interaction(4)))
+    assert summary.summary == "Question 4: what about item 4?"
+    assert summary.entry_summaries == (
+        "user: Question 4: what about item 4?",
+        'assistant: → lookup({"q": "x"})',
+        "tool: item 4 is fine",
+        "assistant: Answer 4: item 4 is fine.",
+    )
+
+
+def test_long_entries_are_cut_to_the_limits():
+    long = "word " * 100
+    summary = ExtractiveSummarizer(entry_chars=20, page_chars=10).summarize(page_of(user(long)))
+    assert len(summary.entry_summaries[0]) == 20
+    assert summary.entry_summaries[0].endswith(ELLIPSIS)
+    assert len(summary.summary) == 10
+
+
+def test_blocks_and_tool_uses_are_summarised_from_their_text():
+    message = {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Let me check. One moment."},
+            {"type": "tool_use", "id": "t", "name": "weather", "input": {"city": "東京"}},
+        ],
+    }
+    summary = ExtractiveSummarizer().summarize(page_of(user("天气\uff1f"), message))
+    assert summary.entry_summaries[1] == 'assistant: Let me check. → weather({"city": "東京"})'
+    assert summary.summary == "天气\uff1f"
+
+
+def test_a_page_without_a_user_message_is_named_by_its_first_entry():
+    summary = ExtractiveSummarizer().summarize(page_of({"role": "assistant", "content": "Welcome back."}))
+    assert summary.summary == "Welcome back."
+
+
+def test_bad_limits_are_refused():
+    with pytest.raises(memci.SummaryError, match="entry_chars"):
+        ExtractiveSummarizer(entry_chars=0)
+
+
+# ---- the callable adapter -------------------------------------------------------------------------
+
+
+def test_a_callable_is_called_per_entry_and_for_the_page():
+    seen: list[str] = []
+
+    def fn(text: str) -> str:
+        seen.append(text)
+        return f"<{len(seen)}>"
+
+    summary = CallableSummarizer(fn).summarize(page_of(user("hi"), calling("c"), tool("c", "42")))
+    assert summary.entry_summaries == ("<1>", "<2>", "<3>")
+    assert summary.summary == "<4>"
+    assert seen[:3] == ["user: hi", 'assistant: → lookup({"q": "x"})', "tool: 42"]
+    assert seen[3] == "\n".join(seen[:3])
+
+
+def test_the_adapter_cuts_what_the_callable_returns():
+    summary = CallableSummarizer(lambda t: "x" * 50, max_chars=10).summarize(page_of(user("hi")))
+    assert summary.entry_summaries == ("x" * 9 + ELLIPSIS,)
+
+
+def test_a_callable_returning_no_string_is_a_summary_error():
+    with pytest.raises(memci.SummaryError, match="returned int"):
+        CallableSummarizer(lambda t: 3).summarize(page_of(user("hi")))  # type: ignore[arg-type,return-value]
+
+
+def test_as_summarizer_takes_none_a_summarizer_or_a_callable():
+    assert isinstance(as_summarizer(None), ExtractiveSummarizer)
+    own = ExtractiveSummarizer(entry_chars=5)
+    assert as_summarizer(own) is own
+    assert isinstance(as_summarizer(str.upper), CallableSummarizer)
+    with pytest.raises(memci.SummaryError, match="summarizer must be"):
+        as_summarizer(42)  # type: ignore[arg-type]
+
+
+def test_a_plain_function_summarizes_archived_pages():
+    ctx = make(active_pages=1, summarizer=lambda text: text.split(":")[0].upper())
+    ctx.extend(interaction(1))
+    ctx.add(user("next"))
+    (entry,) = ctx.contents
+    assert entry.entry_summaries == ("USER", "ASSISTANT", "TOOL", "ASSISTANT")
+
+
+def test_a_summarizer_may_return_a_pair():
+    class Pair:
+        def summarize(self, page: memci.Page) -> memci.PageSummary:
+            return ("pair", ["e"] * len(page.entries))  # type: ignore[return-value]
+
+    ctx = make(active_pages=1, summarizer=Pair())
+    ctx.add(user("a"))
+    ctx.add(user("b"))
+    assert (ctx.contents[0].summary, ctx.contents[0].entry_summaries) == ("pair", ("e",))
+
+
+def test_a_recall_result_is_summarised_as_the_page_it_brought_back():
+    ctx = make(active_pages=1)
+    ctx.extend(interaction(1))
+    ctx.add(user("again?"))
+    call = {"id": "r", "type": "function", "function": {"name": "recall_page", "arguments": '{"page_index": 1}'}}
+    ctx.add({"role": "assistant", "content": None, "tool_calls": [call]})
+    ctx.add(ctx.handle_tool_call(call))
+    ctx.add(user("next"))
+    assert ctx.contents[-1].entry_summaries[2] == "tool: recalled page 1"
