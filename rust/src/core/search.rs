@@ -1,6 +1,6 @@
 //! Ranked full-text search over pages: an inverted index scored with BM25, and snippets.
 //!
-//! Each page is one document (its text, tokenized by [`crate::core::tokenizer`]). A query's
+//! Each page is one document (its text, tokenized by [`crate::core::search_terms`]). A query's
 //! distinct terms are scored with Okapi BM25 (k1 = 1.2, b = 0.75) and Lucene's non-negative idf:
 //!
 //! ```text
@@ -24,7 +24,7 @@ use rustc_hash::FxBuildHasher;
 
 use rayon::prelude::*;
 
-use crate::core::tokenizer::{is_cjk, tokenize};
+use crate::core::search_terms::{is_cjk, tokenize};
 
 type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;
 /// The query's distinct known terms: their order in the query and their idf.
