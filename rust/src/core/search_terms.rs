@@ -1,5 +1,6 @@
-//! The search tokenizer: lowercase word tokens for alphabetic scripts, character unigrams and
-//! bigrams for CJK (which is written without spaces between words).
+//! The search tokenizer (not the model's BPE tokens: those are `tokens.rs`): lowercase word tokens
+//! for alphabetic scripts, character unigrams and bigrams for CJK (which is written without spaces
+//! between words).
 //!
 //! Rules, in one pass over the characters:
 //! - a CJK character (Han, Hiragana, Katakana, Hangul) is a token by itself, and with the CJK
