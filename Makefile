@@ -55,7 +55,7 @@ bench: build-dev ## Run the benchmarks against the peers and print the table
 	$(PY) benches/report.py bench-results/latest.json
 
 .PHONY: demo
-demo: build-dev ## Run the demo on a generated conversation
+demo: build-dev ## Run the main job: 300 rounds of an agent conversation through a ContextSystem on SQLite
 	$(PY) -m memci demo
 
 .PHONY: fmt
