@@ -94,19 +94,7 @@ mod tests {
                 e.key("tool_calls");
                 let l = e.open_list(ids.len());
                 for id in *ids {
-                    let c = e.open_dict(3);
-                    e.key("id");
-                    e.str(id);
-                    e.key("type");
-                    e.str("function");
-                    e.key("function");
-                    let f = e.open_dict(2);
-                    e.key("name");
-                    e.str("f");
-                    e.key("arguments");
-                    e.str("{}");
-                    e.close(f);
-                    e.close(c);
+                    e.tool_call(id);
                 }
                 e.close(l);
             } else {

@@ -480,19 +480,7 @@ mod tests {
             if calls {
                 e.key("tool_calls");
                 let l = e.open_list(1);
-                let c = e.open_dict(3);
-                e.key("id");
-                e.str("c");
-                e.key("type");
-                e.str("function");
-                e.key("function");
-                let f = e.open_dict(2);
-                e.key("name");
-                e.str("f");
-                e.key("arguments");
-                e.str("{}");
-                e.close(f);
-                e.close(c);
+                e.tool_call("c");
                 e.close(l);
             }
             if *role == "tool" {

@@ -139,6 +139,25 @@ impl<'a> Encoder<'a> {
     pub fn raw(&mut self, value: ValueRef<'_>) {
         self.buf.extend_from_slice(value.bytes);
     }
+
+    /// A test fixture: one OpenAI tool call `{id, type: "function", function: {name: "f",
+    /// arguments: "{}"}}`.
+    #[cfg(test)]
+    pub fn tool_call(&mut self, id: &str) {
+        let call = self.open_dict(3);
+        self.key("id");
+        self.str(id);
+        self.key("type");
+        self.str("function");
+        self.key("function");
+        let function = self.open_dict(2);
+        self.key("name");
+        self.str("f");
+        self.key("arguments");
+        self.str("{}");
+        self.close(function);
+        self.close(call);
+    }
 }
 
 /// A borrowed view of one encoded value.
