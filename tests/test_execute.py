@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 import pytest
-from factories import contents, developer, dialogue, numbered, system, user
+from factories import call, calling, contents, developer, dialogue, numbered, system, tool, user
 from memci import BatchError, InvalidMessageError, InvalidOperationError, MessageArray, OperationResult, ops
 
 
@@ -207,3 +207,81 @@ def test_configs_are_frozen_and_comparable() -> None:
 )
 def test_describe_is_the_batch_description(config: ops.Operation, description: str) -> None:
     assert config.describe() == description
+
+
+# ---- sanitize and trim_to_tokens, the batch operations beyond the seeds ----------------------------
+
+
+def _broken_history() -> list[dict[str, Any]]:
+    """A valid exchange, then an assistant message whose second call is never answered."""
+    return [
+        system(),
+        user("q1"),
+        calling(call("a")),
+        tool("a", "r1"),
+        user("q2"),
+        calling(call("b"), call("c")),
+        tool("b", "r2"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "op",
+    [{"operation": "SANITIZE"}, {"operation": "sanitize", "sanitize": {}}, ops.Sanitize()],
+    ids=["seed-001", "seed-003", "typed"],
+)
+def test_execute_sanitizes_like_the_method(op: Any) -> None:
+    by_method, by_execute = MessageArray(_broken_history()), MessageArray(_broken_history())
+    report = by_method.sanitize()
+    result = by_execute.execute(op)
+    assert by_execute.messages() == by_method.messages() == report.messages
+    assert result == OperationResult("sanitize", 1, 5, by_execute.stats())
+    assert by_execute.validate().valid
+    by_execute.rollback(0)
+    assert by_execute.messages() == _broken_history()
+
+
+def test_execute_sanitize_of_a_valid_history_opens_no_batch() -> None:
+    arr = MessageArray(_broken_history()[:4])
+    assert arr.execute(ops.Sanitize()) == OperationResult("sanitize", 0, 4, arr.stats())
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        {"operation": "TRIM_TO_TOKENS", "maxTokens": 40, "keepSystem": True, "startOn": "user"},
+        {"operation": "trim_to_tokens", "trimToTokens": {"max_tokens": 40}},
+        ops.TrimToTokens(40),
+    ],
+    ids=["seed-001", "seed-003", "typed"],
+)
+def test_execute_trims_like_the_method(op: Any) -> None:
+    history = [system(), *(user(f"question {i} " * 3) if i % 2 else developer(f"note {i}") for i in range(12))]
+    by_method, by_execute = MessageArray(history), MessageArray(history)
+    by_method.trim_to_tokens(40)
+    result = by_execute.execute(op)
+    assert by_execute.messages() == by_method.messages()
+    assert len(by_execute) < len(history)
+    assert by_execute.token_count() <= 40
+    assert result == OperationResult("trim_to_tokens", 1, len(by_execute), by_execute.stats())
+    assert by_execute.snapshot(0).description == by_method.snapshot(0).description
+
+
+@pytest.mark.parametrize(
+    ("op", "named"),
+    [
+        ({"operation": "trim_to_tokens"}, "missing key 'max_tokens'"),
+        ({"operation": "trim_to_tokens", "maxTokens": -1}, "max_tokens must be a non-negative int"),
+        ({"operation": "trim_to_tokens", "maxTokens": 5, "strategy": "middle"}, "strategy must be 'first' or 'last'"),
+        ({"operation": "trim_to_tokens", "maxTokens": 5, "allowPartial": "yes"}, "allow_partial must be a bool"),
+        ({"operation": "trim_to_tokens", "maxTokens": 5, "counter": "len"}, "unknown key 'counter'"),
+        ({"operation": "trim_to_tokens", "maxTokens": 5, "encoding": "nope"}, 'unknown encoding "nope"'),
+        ({"operation": "trim_to_tokens", "maxTokens": 5, "startOn": "bot"}, "unknown role 'bot'"),
+        ({"operation": "sanitize", "strict": True}, "unknown key 'strict'"),
+    ],
+)
+def test_bad_sanitize_and_trim_configs_are_named_and_change_nothing(arr: MessageArray, op: Any, named: str) -> None:
+    with pytest.raises(InvalidOperationError, match=named):
+        arr.execute(op)
+    assert arr.messages() == numbered(10)
+    assert arr.batch_index == 0

@@ -156,6 +156,21 @@ class MessageArray:
                 store.rollback(config.batch_index)
             case ops.Checkpoint():
                 store.checkpoint(config.describe())
+            case ops.Sanitize():
+                sanitize_store(store)
+            case ops.TrimToTokens():
+                trim = config
+                budget.trim_to_tokens(
+                    store,
+                    trim.max_tokens,
+                    strategy=trim.strategy,
+                    keep_system=trim.keep_system,
+                    start_on=trim.start_on,
+                    end_on=trim.end_on,
+                    allow_partial=trim.allow_partial,
+                    encoding=trim.encoding,
+                    counter=None,
+                )
         stats = self.stats()
         return OperationResult(config.name, stats.current_batch_index, stats.current_batch_messages, stats)
 

@@ -35,6 +35,8 @@ __all__ = [
     "Operation",
     "Replace",
     "Rollback",
+    "Sanitize",
+    "TrimToTokens",
     "Truncate",
     "parse",
 ]
@@ -325,8 +327,63 @@ class Checkpoint:
         return "checkpoint()" if self.description is None else str.__str__(self.description)
 
 
-Operation: TypeAlias = Append | Insert | Replace | Truncate | Clear | Filter | Rollback | Checkpoint
-CONFIGS: tuple[type[Operation], ...] = (Append, Insert, Replace, Truncate, Clear, Filter, Rollback, Checkpoint)
+@dataclasses.dataclass(frozen=True, slots=True)
+class Sanitize:
+    """SANITIZE: remove the visible messages the model APIs would refuse for their tool calls or
+    results (the rules of :func:`memci.sanitize_messages`). Opens a batch only when something is
+    removed; :meth:`memci.MessageArray.sanitize` also returns the report."""
+
+    name: ClassVar[str] = "sanitize"
+
+    def describe(self) -> str:
+        return "sanitize()"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TrimToTokens:
+    """TRIM_TO_TOKENS: keep what fits ``max_tokens``, tool calls and their results together; the
+    fields of :meth:`memci.MessageArray.trim_to_tokens` that a JSON config can carry (a custom
+    ``counter`` is a method argument only). ``start_on``/``end_on`` and ``encoding`` are checked
+    when the operation runs. Opens a batch."""
+
+    name: ClassVar[str] = "trim_to_tokens"
+    max_tokens: int
+    strategy: str = "last"
+    keep_system: bool = True
+    start_on: str | Sequence[str] | None = "user"
+    end_on: str | Sequence[str] | None = None
+    allow_partial: bool = False
+    encoding: str = "o200k_base"
+
+    def __post_init__(self) -> None:
+        _set(self, "max_tokens", check_count(self.name, "max_tokens", self.max_tokens))
+        if self.strategy not in ("first", "last"):
+            _fail(self.name, f"strategy must be 'first' or 'last', got {self.strategy!r}")
+        for flag in ("keep_system", "allow_partial"):
+            if not isinstance(getattr(self, flag), bool):
+                _fail(self.name, f"{flag} must be a bool, got {getattr(self, flag)!r}")
+        if not isinstance(self.encoding, str):
+            _fail(self.name, f"encoding must be a str, got {self.encoding!r}")
+
+    def describe(self) -> str:
+        return _describe(self.name, max_tokens=self.max_tokens, strategy=self.strategy)
+
+
+Operation: TypeAlias = (
+    Append | Insert | Replace | Truncate | Clear | Filter | Rollback | Checkpoint | Sanitize | TrimToTokens
+)
+CONFIGS: tuple[type[Operation], ...] = (
+    Append,
+    Insert,
+    Replace,
+    Truncate,
+    Clear,
+    Filter,
+    Rollback,
+    Checkpoint,
+    Sanitize,
+    TrimToTokens,
+)
 
 
 def _count_of(messages: Messages) -> int:
