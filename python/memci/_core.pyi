@@ -57,7 +57,7 @@ class MessageStore:
         range: tuple[int, int] | None,
         role: str | None,
     ) -> None:
-        """TRUNCATE: the given cuts in this order, like slices; new batch. O(k log n) for k kept."""
+        """TRUNCATE: the given cuts in this order, like slices; new batch. O(k) for k kept."""
     def clear(self, description: str, keep_system: bool) -> None:
         """CLEAR: keep system/developer messages if asked, re-add the tool description; new batch."""
     def filter(
@@ -81,7 +81,7 @@ class MessageStore:
     def get(self, index: int) -> _Message:
         """The visible message at index (negative counts from the end). O(1)."""
     def slice(self, key: builtins.slice) -> list[_Message]:
-        """``arr[a:b:c]`` with Python's slice rules, atomic. O(k log n)."""
+        """``arr[a:b:c]`` with Python's slice rules, atomic. O(k)."""
     def take(self, positions: Sequence[int]) -> list[_Message]:
         """Visible messages at the given non-negative positions."""
     def messages(self) -> list[_Message]: ...
@@ -89,9 +89,9 @@ class MessageStore:
         """Every message ever stored, in insertion order."""
     def by_role(self, role: str) -> list[_Message]: ...
     def recent(self, n: int, roles: str | Sequence[str] | None) -> list[_Message]:
-        """The last n visible messages (of one role, or of the given roles), oldest first. O(n log N)."""
+        """The last n visible messages (of one role, or of the given roles), oldest first. O(n)."""
     def role_range(self, role: str, key: builtins.slice) -> list[_Message]:
-        """``by_role(role)[key]`` (a step-1 slice), atomic. O(k log n)."""
+        """``by_role(role)[key]`` (a step-1 slice), atomic. O(k)."""
     def count(self, role: str | None) -> int: ...
     def indices(self, role: str | None) -> bytearray:
         """Visible positions (of one role), as native-endian int64."""

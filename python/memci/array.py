@@ -104,7 +104,7 @@ class MessageArray:
     ) -> OperationResult:
         """TRUNCATE: the given cuts in this order, like slices (see :class:`memci.ops.Truncate`);
         with ``role``, only that role's visible messages are cut and kept. Keyword arguments only:
-        ``truncate(keep_last=5)``. New batch. O(k log n)."""
+        ``truncate(keep_last=5)``. New batch. O(k)."""
         return self.execute(ops.Truncate(keep_first, keep_last, remove_first, remove_last, range, role))  # type: ignore[arg-type]  # Truncate normalises every RangeLike
 
     def clear(self, keep_system: bool = True) -> OperationResult:
@@ -210,7 +210,7 @@ class MessageArray:
     def __getitem__(self, key: slice) -> list[Message]: ...
     def __getitem__(self, key: int | slice) -> Message | list[Message]:
         """``arr[i]`` (negative from the end; ``PositionError`` out of range), O(1);
-        ``arr[a:b:c]``, a list with Python's slice rules, read at once, O(k log n)."""
+        ``arr[a:b:c]``, a list with Python's slice rules, read at once, O(k)."""
         if not isinstance(key, slice):
             return self._store.get(ops.check_index("getitem", "index", key))
         *_, step = (
@@ -239,12 +239,12 @@ class MessageArray:
     # ---- queries by role, time and mark ----------------------------------------------------------
 
     def by_role(self, role: str) -> list[Message]:
-        """The visible messages of ``role``, in order (``system`` excludes ``developer``). O(k log n)."""
+        """The visible messages of ``role``, in order (``system`` excludes ``developer``). O(k)."""
         return self._store.by_role(ops.check_role("by_role", "role", role))
 
     def recent(self, n: int, role: str | None = None, roles: Iterable[str] | None = None) -> list[Message]:
         """The last ``n`` visible messages, of ``role`` or of any of ``roles`` (not both; an empty
-        ``roles`` is not given), oldest first. O(n log N) through the role index."""
+        ``roles`` is not given), oldest first. O(n) through the role index."""
         if roles is None and type(n) is int and n >= 0 and (role is None or type(role) is str):
             # The hot path of an agent loop: the core checks the role name itself.
             return self._store.recent(n, role)
@@ -258,7 +258,7 @@ class MessageArray:
         return self._store.recent(count, selected or None)
 
     def role_range(self, role: str, start: int = 0, end: int | None = None) -> list[Message]:
-        """``by_role(role)[start:end]``, slice rules (negatives count from the end). O(k log n)."""
+        """``by_role(role)[start:end]``, slice rules (negatives count from the end). O(k)."""
         checked = ops.check_role("role_range", "role", role)
         first = ops.check_index("role_range", "start", start)
         last = None if end is None else ops.check_index("role_range", "end", end)
@@ -343,7 +343,7 @@ class MessageArray:
         dropped until they do); ``allow_partial`` cuts the message at the boundary to its last (or
         first) lines that fit. With an encoding the result's ``token_count(encoding)`` is at most
         ``max_tokens`` (unless the system messages alone exceed it); with ``counter`` (any
-        callable) the sum of its counts is. O(k log n) for k messages looked at, once counted;
+        callable) the sum of its counts is. O(k) for k messages looked at, once counted;
         the GIL is released. Semantics: ``docs/tokens.md``."""
         name = budget.trim_to_tokens(
             self._store,

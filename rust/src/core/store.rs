@@ -249,7 +249,7 @@ impl Store {
         Ok(())
     }
 
-    /// TRUNCATE: new batch. O(k log n) for k messages kept.
+    /// TRUNCATE: new batch. O(k) for k messages kept.
     pub fn truncate(&mut self, cuts: &Cuts, description: String) -> Result<()> {
         if cuts.is_empty() {
             return Err(Error::InvalidOperation(
@@ -428,7 +428,7 @@ impl Store {
             .collect()
     }
 
-    /// The last `n` visible messages (of `roles`, if any), oldest first. O(n log N).
+    /// The last `n` visible messages (of `roles`, if any), oldest first. O(n).
     pub fn recent(&self, n: usize, roles: &[Role]) -> Vec<NodeId> {
         if roles.is_empty() {
             let len = self.len();

@@ -392,7 +392,7 @@ const PREFETCH_MAX: usize = 1 << 14;
 
 impl Store {
     /// TRIM with the cached counts of `encoding`: plan, cut (if asked) and apply under one lock.
-    /// A new batch. O(k log n) for k messages looked at, once counted.
+    /// A new batch. O(k) for k messages looked at, once counted.
     pub fn trim_to_tokens(&mut self, budget: &Budget, encoding: Encoding, description: String) {
         let visible = self.view.visible.clone();
         let len = visible.len();
@@ -424,7 +424,7 @@ impl Store {
 
     /// Apply a trim planned on `planned` (which must still be the visible list; otherwise nothing
     /// changes and `false` comes back): a new batch holding the kept messages, the cut message
-    /// stored as a new message in place of its original. O(k log n).
+    /// stored as a new message in place of its original. O(k).
     pub fn apply_trim(
         &mut self,
         planned: &CowVec<NodeId>,
