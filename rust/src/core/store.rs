@@ -532,21 +532,19 @@ mod tests {
         incoming_of(messages)
     }
 
-    fn contents(store: &Store) -> Vec<String> {
+    fn content_of(store: &Store, id: NodeId) -> String {
         store
-            .visible()
-            .iter()
-            .map(|&id| {
-                store
-                    .arena()
-                    .message(id)
-                    .field("content")
-                    .unwrap()
-                    .as_str()
-                    .unwrap()
-                    .to_owned()
-            })
-            .collect()
+            .arena()
+            .message(id)
+            .field("content")
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    fn contents(store: &Store) -> Vec<String> {
+        store.visible().iter().map(|&id| content_of(store, id)).collect()
     }
 
     fn store_of(n: usize) -> Store {
@@ -665,15 +663,16 @@ mod tests {
         let msgs: Vec<(&str, &str)> = texts.iter().map(|t| ("user", *t)).collect();
         let mut store = Store::default();
         store.append(&incoming(&msgs));
-        let exact = |store: &Store, contains: &[&str], excludes: &[&str]| -> Vec<String> {
-            store
-                .visible()
+        // The reference: a plain substring test on each input text.
+        let exact = |contains: &[&str], excludes: &[&str]| -> Vec<String> {
+            let found = |text: &str, k: &&str| text.contains(*k);
+            texts
                 .iter()
-                .filter_map(|&id| {
-                    let text = store.arena().message(id).field("content")?.as_str()?;
-                    let any = contains.is_empty() || contains.iter().any(|k| text.contains(k));
-                    (any && !excludes.iter().any(|k| text.contains(k))).then(|| text.to_owned())
+                .filter(|t| {
+                    (contains.is_empty() || contains.iter().any(|k| found(t, k)))
+                        && !excludes.iter().any(|k| found(t, k))
                 })
+                .map(|t| (*t).to_owned())
                 .collect()
         };
         let keywords = ["ab", "a", "aa", "content", "user", "a\nb", "", "ba", "b", "zz", "role"];
@@ -687,20 +686,11 @@ mod tests {
                 let got: Vec<String> = store
                     .filtered(&conditions)
                     .iter()
-                    .map(|&id| {
-                        store
-                            .arena()
-                            .message(id)
-                            .field("content")
-                            .unwrap()
-                            .as_str()
-                            .unwrap()
-                            .to_owned()
-                    })
+                    .map(|&id| content_of(&store, id))
                     .collect();
                 assert_eq!(
                     got,
-                    exact(&store, &contains, &excludes),
+                    exact(&contains, &excludes),
                     "contains {contains:?} excludes {excludes:?}"
                 );
             }
