@@ -67,10 +67,12 @@ impl<T: Copy> CowVec<T> {
     }
 
     /// Item `i`, if `i < len`. O(1).
+    #[cfg(test)]
     pub fn get(&self, i: usize) -> Option<T> {
         (i < self.len).then(|| self.chunks[i / CHUNK][i % CHUNK])
     }
 
+    #[cfg(test)]
     pub fn last(&self) -> Option<T> {
         self.len.checked_sub(1).and_then(|i| self.get(i))
     }
@@ -134,6 +136,7 @@ impl<T: Copy> CowVec<T> {
         out
     }
 
+    #[cfg(test)]
     pub fn contains(&self, item: &T) -> bool
     where
         T: PartialEq,
@@ -176,6 +179,7 @@ impl<T: Copy> CowVec<T> {
     }
 
     /// Heap bytes held by this vector alone (what a snapshot costs if it shares nothing).
+    #[cfg(test)]
     pub fn heap_bytes(&self) -> usize {
         self.chunks.capacity() * size_of::<usize>()
             + self.chunks.iter().map(|c| c.capacity()).sum::<usize>() * size_of::<T>()
@@ -210,6 +214,11 @@ impl<T: Copy> FromIterator<T> for CowVec<T> {
         while iter.peek().is_some() {
             let mut chunk = Vec::with_capacity(CHUNK);
             chunk.extend(iter.by_ref().take(CHUNK));
+            if chunk.len() < CHUNK {
+                // The last chunk: room for what it holds, as `from_slice` gives it (a small view,
+                // a snapshot of a short history, must not pin a whole chunk's capacity).
+                chunk.shrink_to(chunk.len().max(16));
+            }
             len += chunk.len();
             chunks.push(Arc::new(chunk));
         }
@@ -220,6 +229,7 @@ impl<T: Copy> FromIterator<T> for CowVec<T> {
     }
 }
 
+#[cfg(test)]
 impl<T: Copy> Extend<T> for CowVec<T> {
     fn extend<I: IntoIterator<Item = T>>(&mut self, iter: I) {
         for item in iter {
@@ -274,6 +284,17 @@ mod tests {
         // The middle chunk was not written, so both still point at the same one.
         assert!(Arc::ptr_eq(&v.chunks[1], &snapshot.chunks[1]));
         assert!(!Arc::ptr_eq(&v.chunks[0], &snapshot.chunks[0]));
+    }
+
+    #[test]
+    fn a_short_vector_holds_room_for_its_items_not_a_whole_chunk() {
+        let chunk_bytes = CHUNK * size_of::<u32>();
+        for v in [(0..10).collect::<CowVec<u32>>(), CowVec::from_slice(&[1, 2, 3])] {
+            assert!(v.heap_bytes() < chunk_bytes / 8, "{} bytes", v.heap_bytes());
+        }
+        let long: CowVec<u32> = (0..CHUNK as u32 + 5).collect();
+        assert!(long.heap_bytes() < chunk_bytes + chunk_bytes / 8);
+        assert_eq!(long.to_vec(), (0..CHUNK as u32 + 5).collect::<Vec<_>>());
     }
 
     #[test]

@@ -6,7 +6,6 @@
 use rayon::prelude::*;
 
 use crate::core::arena::{Arena, NodeId};
-use crate::core::cow_vec::CowVec;
 use crate::core::store::Store;
 use crate::core::tokens::Encoding;
 
@@ -112,11 +111,6 @@ impl Store {
             .iter()
             .map(|&id| self.token_counts.get(encoding, id).unwrap_or(0))
             .collect()
-    }
-
-    /// Make sure every one of `ids` is counted (on all cores when there are many).
-    pub fn count_ids(&mut self, encoding: Encoding, ids: &CowVec<NodeId>) {
-        self.token_counts.fill(&self.arena, encoding, ids.iter().copied());
     }
 }
 

@@ -454,8 +454,7 @@ impl Store {
                 }
             }
         }
-        self.history
-            .end_batch(self.view.clone(), crate::core::store::now(), description);
+        self.open_batch(description);
         self.view = View::of(CowVec::from_slice(&kept), &self.arena);
         true
     }

@@ -66,28 +66,31 @@ impl Decoded {
         if value.bytes().len() > MAX_BYTES {
             return Ok(decoded);
         }
-        let out = fresh(&decoded)?;
-        if let Some(mut e) = self.entries.try_lock()
-            && !e.by_id.contains_key(&id)
-        {
-            if e.order.len() == CAPACITY
-                && let Some(old) = e.order.pop_front()
-            {
-                e.by_id.remove(&old);
-            }
-            let flat = decoded
-                .cast_exact::<PyDict>()
-                .is_ok_and(|d| d.values().iter().all(|v| !is_container(&v)));
-            e.order.push_back(id);
-            e.by_id.insert(
-                id,
-                Kept {
-                    template: decoded.unbind(),
-                    flat,
-                },
-            );
+        let Some(mut e) = self.entries.try_lock() else {
+            return Ok(decoded);
+        };
+        if e.by_id.contains_key(&id) {
+            return Ok(decoded);
         }
-        Ok(out)
+        // Kept: from now on the decoded object is the template, so the caller gets a copy.
+        if e.order.len() == CAPACITY
+            && let Some(old) = e.order.pop_front()
+        {
+            e.by_id.remove(&old);
+        }
+        let flat = decoded
+            .cast_exact::<PyDict>()
+            .is_ok_and(|d| d.values().iter().all(|v| !is_container(&v)));
+        e.order.push_back(id);
+        e.by_id.insert(
+            id,
+            Kept {
+                template: decoded.clone().unbind(),
+                flat,
+            },
+        );
+        drop(e);
+        fresh(&decoded)
     }
 }
 

@@ -14,15 +14,10 @@ use crate::core::error::Error;
 use crate::core::pairs::{self, Facts, Kind};
 use crate::core::roles::Role;
 use crate::core::sanitize::Finding;
+use crate::python::convert::type_name;
 use crate::python::store::MessageStore;
 
 type FindingTuple<'py> = (usize, Bound<'py, PyAny>, &'static str, Vec<String>, Option<usize>);
-
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type()
-        .name()
-        .map_or_else(|_| "object".into(), |n| n.to_string())
-}
 
 /// The facts of a list being read: per message its kind and the end of its ids, and the id
 /// objects themselves (kept alive so their text can be borrowed for the scan).

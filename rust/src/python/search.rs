@@ -6,6 +6,7 @@ use parking_lot::RwLock;
 use pyo3::prelude::*;
 
 use crate::core::search::{self, Hit};
+use crate::python::lock;
 
 #[pyclass(frozen, module = "memci._core", name = "SearchIndex")]
 pub struct SearchIndex {
@@ -30,7 +31,7 @@ impl SearchIndex {
     }
 
     fn __len__(&self, py: Python<'_>) -> usize {
-        py.detach(|| self.inner.read().len())
+        lock::read(py, &self.inner).len()
     }
 
     fn add(&self, py: Python<'_>, page: u64, text: String) {

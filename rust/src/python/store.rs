@@ -12,7 +12,7 @@ use crate::core::arena::NodeId;
 use crate::core::error::Error;
 use crate::core::roles::Role;
 use crate::core::store::{Conditions, Cuts, Store};
-use crate::python::convert::{incoming, to_py};
+use crate::python::convert::{decode_ids, incoming, to_py};
 use crate::python::decoded::{Decoded, SMALL_READ};
 use crate::python::lock;
 
@@ -75,10 +75,6 @@ fn opt_role(name: Option<&str>, what: &str) -> Result<Option<Role>, Error> {
 }
 
 impl MessageStore {
-    pub(crate) fn lock(&self) -> &RwLock<Store> {
-        &self.inner
-    }
-
     pub(crate) fn read(&self, py: Python<'_>) -> RwLockReadGuard<'_, Store> {
         lock::read(py, &self.inner)
     }
@@ -102,15 +98,12 @@ impl MessageStore {
         ids: impl IntoIterator<Item = NodeId>,
     ) -> PyResult<Bound<'py, PyList>> {
         let ids = ids.into_iter();
-        let small = ids.size_hint().1.is_some_and(|n| n <= SMALL_READ);
+        if ids.size_hint().1.is_none_or(|n| n > SMALL_READ) {
+            return decode_ids(py, store.arena(), ids);
+        }
         let list = PyList::empty(py);
         for id in ids {
-            let message = if small {
-                self.decoded.message(py, store.arena(), id)?
-            } else {
-                to_py(py, store.arena().message(id))?
-            };
-            list.append(message)?;
+            list.append(self.decoded.message(py, store.arena(), id)?)?;
         }
         Ok(list)
     }

@@ -80,7 +80,7 @@ pub fn trim_to_tokens(
         priming: e.priming(),
     };
     let Some(counter) = counter else {
-        py.detach(|| store.lock().write().trim_to_tokens(&budget, e, description));
+        py.detach(|| store.inner.write().trim_to_tokens(&budget, e, description));
         return Ok(());
     };
     budget.priming = 0;
