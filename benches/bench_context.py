@@ -214,12 +214,12 @@ def test_context_build(benchmark: Any, peer: str, size: str) -> None:
     ctx = _full_contents()
     harness.label(benchmark, "context_build", peer, size, contents_tokens=ctx.contents_tokens())
     expected = ctx.build_messages()
+    pages = [m for p in ctx.pages for m in p.messages()]
     if peer == "memci":
         sent = harness.measure(benchmark, ctx.build_messages)
     else:
         system = expected[:2]
         contents = ctx.contents
-        pages = [m for p in ctx.pages for m in p.messages()]
 
         def by_hand() -> list[Message]:
             text = "\n".join(
@@ -236,5 +236,6 @@ def test_context_build(benchmark: Any, peer: str, size: str) -> None:
 
         sent = harness.measure(benchmark, by_hand)
     assert len(sent) == len(expected)
-    assert sent[3:] == expected[3:]
+    # memci against its active pages read another way; the hand-built window against memci.
+    assert sent[3:] == (pages if peer == "memci" else expected[3:])
     assert len(ctx.pages) == ACTIVE_PAGES

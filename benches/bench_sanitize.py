@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from functools import cache
 from typing import Any
 
 import generator
@@ -49,7 +50,9 @@ def _history(size: str) -> list[dict[str, Any]]:
     return generator.broken_conversation(generator.SIZES[size])
 
 
+@cache
 def _expected(size: str) -> tuple[list[dict[str, Any]], list[pure_sanitize.Removal]]:
+    """What the pure-Python peer, the reference the memci cases are checked against, returns."""
     return pure_sanitize.sanitize_messages(_history(size))
 
 
@@ -88,8 +91,9 @@ def test_sanitize_array(benchmark: Any, peer: str, size: str) -> None:
     assert removals
     arr = _array(size, peer)
     got = harness.measure(benchmark, _sanitize, _rolled_back(arr))
-    assert (_report(got) if peer == "memci" else got) == removals
-    assert arr.messages() == kept
+    if peer == "memci":  # the peer's array is the reference's rules on a list of dicts
+        assert _report(got) == removals
+        assert arr.messages() == kept
     assert arr.batch_index == 1
     arr.rollback(0)
     assert len(arr) == len(_history(size))
@@ -101,19 +105,21 @@ def test_validate_array(benchmark: Any, peer: str, size: str) -> None:
     _, removals = _expected(size)
     arr = _array(size, peer)
     got = harness.measure(benchmark, _validate, lambda: ((arr,), {}))
-    valid, errors = (got.valid, got.errors) if peer == "memci" else got
-    assert not valid
-    assert errors == [f"messages[{i}] ({role}): {reason}" for i, role, reason in removals]
+    if peer == "memci":
+        assert not got.valid
+        assert got.errors == [f"messages[{i}] ({role}): {reason}" for i, role, reason in removals]
 
 
 @pytest.mark.parametrize(("peer", "size"), harness.cases(PEERS))
 def test_validate_array_first(benchmark: Any, peer: str, size: str) -> None:
     harness.label(benchmark, "validate_array_first", peer, size)
     _, removals = _expected(size)
-    arr = _array(size, peer)
-    got = harness.measure(benchmark, _validate, lambda: ((_array(size, peer) if peer == "memci" else arr,), {}))
-    errors = got.errors if peer == "memci" else got[1]
-    assert len(errors) == len(removals)
+    if peer == "memci":  # a new array for every round: its pair index is never built yet
+        got = harness.measure(benchmark, _validate, lambda: ((_array(size, peer),), {}))
+        assert len(got.errors) == len(removals)
+    else:
+        arr = _array(size, peer)
+        harness.measure(benchmark, _validate, lambda: ((arr,), {}))
 
 
 @pytest.mark.parametrize(("peer", "size"), harness.cases(PEERS))
@@ -126,7 +132,7 @@ def test_sanitize_list(benchmark: Any, peer: str, size: str) -> None:
         assert (got.messages, _report(got)) == (kept, removals)
         assert all(a is b for a, b in zip(got.messages, kept, strict=True))
     else:
-        assert harness.measure(benchmark, pure_sanitize.sanitize_messages, lambda: ((history,), {})) == (kept, removals)
+        harness.measure(benchmark, pure_sanitize.sanitize_messages, lambda: ((history,), {}))
 
 
 @pytest.mark.parametrize(("peer", "size"), harness.cases(PEERS))
@@ -138,5 +144,4 @@ def test_validate_list(benchmark: Any, peer: str, size: str) -> None:
         got = harness.measure(benchmark, memci.validate_messages, lambda: ((history,), {}))
         assert (got.valid, len(got.errors)) == (False, len(removals))
     else:
-        valid, errors = harness.measure(benchmark, pure_sanitize.validate_messages, lambda: ((history,), {}))
-        assert (valid, len(errors)) == (False, len(removals))
+        harness.measure(benchmark, pure_sanitize.validate_messages, lambda: ((history,), {}))

@@ -114,7 +114,11 @@ def _run_count(benchmark: Any, request: pytest.FixtureRequest, workload: str, pe
     items = texts(size)
     harness.label(benchmark, workload, peer, size, texts=len(items), chars=sum(map(len, items)))
     got = harness.measure(benchmark, COUNTERS[workload][peer], lambda: ((items,), {}), slow=harness.is_slow(request))
-    assert got == sum(tokens.count_batch(items, ENCODING))
+    # Checked against memci's other entry point, so that neither is checked against itself.
+    if workload == "count_batch":
+        assert got == sum(tokens.count(text, ENCODING) for text in items)
+    else:
+        assert got == sum(tokens.count_batch(items, ENCODING))
 
 
 # ---- trimming to a budget -----------------------------------------------------------------------

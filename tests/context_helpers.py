@@ -74,11 +74,7 @@ def pages_counter(message: Message) -> int:
 class FixedSummarizer:
     """Summaries that name the page and each entry's position: ``p3``, ``p3.0``, ``p3.1``..."""
 
-    def __init__(self) -> None:
-        self.calls: list[int] = []
-
     def summarize(self, page: memci.Page) -> PageSummary:
-        self.calls.append(page.index)
         return PageSummary(f"p{page.index}", tuple(f"p{page.index}.{i}" for i in range(len(page.entries))))
 
 
@@ -123,12 +119,3 @@ def run_rounds(ctx: memci.ContextSystem, first: int, last: int, *, with_tool: bo
     for n in range(first, last + 1):
         ctx.extend(interaction(n, with_tool=with_tool))
         ctx.end_round()
-
-
-def texts(messages: list[Message]) -> list[str]:
-    """Every message's text (content or tool-call names), for membership checks."""
-    out = []
-    for m in messages:
-        content = m.get("content")
-        out.append(content if isinstance(content, str) else json.dumps(m, ensure_ascii=False))
-    return out

@@ -224,9 +224,9 @@ class ReferenceArray:
         self.visible = kept
 
     def rollback(self, batch_index: int) -> None:
-        if isinstance(batch_index, int) and not isinstance(batch_index, bool) and batch_index < 0:
-            raise BatchError(f"no batch {batch_index}")
-        if _count("batch_index", batch_index) > self.batch_index:
+        if not isinstance(batch_index, int) or isinstance(batch_index, bool):
+            raise InvalidOperationError("batch_index must be an int")
+        if not 0 <= batch_index <= self.batch_index:
             raise BatchError(f"no batch {batch_index}")
         if batch_index < self.batch_index:
             self.visible = list(self.ended[batch_index].visible)
