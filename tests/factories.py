@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from hypothesis import strategies as st
@@ -215,3 +218,16 @@ def valid_messages(draw: st.DrawFn, roles: tuple[str, ...] = ROLES) -> Message:
     )
     items = list(_with_extras(message, extras).items())
     return dict(draw(st.permutations(items)))
+
+
+def run_together(*workers: Callable[[], None]) -> None:
+    """Start the workers at the same moment; re-raise the first exception any of them raised."""
+    start = threading.Barrier(len(workers))
+
+    def go(worker: Callable[[], None]) -> None:
+        start.wait()
+        worker()
+
+    with ThreadPoolExecutor(len(workers)) as pool:
+        for future in [pool.submit(go, w) for w in workers]:
+            future.result()

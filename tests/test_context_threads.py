@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from context_helpers import DictStorage, make, user
-from test_threads import run_together
+from factories import run_together
 
 THREADS = 4
 PAGES_EACH = 60

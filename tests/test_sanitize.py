@@ -6,10 +6,10 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from factories import run_together
 from memci import (
     InvalidMessageError,
     MessageArray,
@@ -467,10 +467,7 @@ def test_array_scans_from_several_threads_see_whole_states() -> None:
         for _ in range(rounds // 3):
             assert all("orphan tool result for lost_" in e for e in arr.validate().errors)
 
-    workers = [*(writer(t) for t in range(groups)), sanitizer, validator]
-    with ThreadPoolExecutor(len(workers)) as pool:
-        for future in [pool.submit(w) for w in workers]:
-            future.result()
+    run_together(*(writer(t) for t in range(groups)), sanitizer, validator)
     arr.sanitize()
     assert arr.validate().valid
     assert arr.count("assistant") == arr.count("tool") == groups * rounds

@@ -3,10 +3,9 @@ the CJK tokenizer, replacement, snippets, and refusals."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 import search_reference as ref
+from factories import run_together
 from hypothesis import given
 from hypothesis import strategies as st
 from memci import InvalidOperationError, MemciError, PageSearch, SearchHit
@@ -233,27 +232,17 @@ def test_a_hit_is_a_frozen_record() -> None:
 
 def test_threads_adding_and_searching_at_once() -> None:
     index = PageSearch()
-    errors: list[BaseException] = []
 
     def writer(start: int) -> None:
         for page in range(start, 400, 4):
             index.add(page, f"page{page} shared text {'数据' if page % 2 else ''}")
 
     def reader() -> None:
-        try:
-            for _ in range(200):
-                found = index.search("shared 数据", 5)
-                assert all(h.score > 0 for h in found)
-        except BaseException as e:  # pragma: no cover - reported below
-            errors.append(e)
+        for _ in range(200):
+            found = index.search("shared 数据", 5)
+            assert all(h.score > 0 for h in found)
 
-    threads = [threading.Thread(target=writer, args=(s,)) for s in (1, 2, 3, 4)]
-    threads += [threading.Thread(target=reader) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    run_together(*(lambda s=s: writer(s) for s in (1, 2, 3, 4)), reader, reader)
     assert len(index) == 399
     pages = {p: f"page{p} shared text {'数据' if p % 2 else ''}" for p in range(1, 400)}
     assert hits(index, "shared 数据 page7", 10) == ref.search(pages, "shared 数据 page7", 10)

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from factories import assert_same, calling, json_values, tool, user, valid_messages
+from factories import assert_same, calling, json_values, run_together, tool, user, valid_messages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -446,11 +445,7 @@ def test_threads_writing_distinct_pages_all_land(store: JsonStore) -> None:
             store.put_page(index, page(index))
             store.save_state({"version": 1, "last": index})
 
-    threads = [threading.Thread(target=writer, args=(start,)) for start in (1, 2, 3, 4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_together(*(lambda s=s: writer(s) for s in (1, 2, 3, 4)))
     assert store.page_indices() == list(range(1, 200))
     assert all(store.get_page(i) == page(i) for i in (1, 77, 199))
     state = store.load_state()
@@ -759,11 +754,7 @@ def test_redis_workers_racing_on_one_page_store_it_once(redis_url: str) -> None:
             except StorageError:
                 outcomes.append("refused")
 
-    threads = [threading.Thread(target=worker, args=(f"text {i}",)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_together(*(lambda i=i: worker(f"text {i}") for i in range(8)))
     assert sorted(outcomes) == ["refused"] * 7 + ["stored"]
     with RedisStorage(redis_url, prefix=prefix) as store:
         assert store.page_indices() == [1]

@@ -8,28 +8,14 @@ import random
 import threading
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from factories import assistant, system, user
+from factories import assistant, run_together, system, user
 from memci import BatchError, MessageArray, PositionError
 
 THREADS = 4
 ROUNDS = 300
-
-
-def run_together(*workers: Callable[[], None]) -> None:
-    """Start the workers at the same moment; re-raise the first exception any of them raised."""
-    start = threading.Barrier(len(workers))
-
-    def go(worker: Callable[[], None]) -> None:
-        start.wait()
-        worker()
-
-    with ThreadPoolExecutor(len(workers)) as pool:
-        for future in [pool.submit(go, w) for w in workers]:
-            future.result()
 
 
 def test_concurrent_appends_lose_nothing_and_keep_each_threads_order() -> None:

@@ -4,12 +4,11 @@ per-batch / per-model sums add up, and MessageArray.usage files records under th
 from __future__ import annotations
 
 import logging
-import threading
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from factories import user
+from factories import run_together, user
 from hypothesis import given
 from hypothesis import strategies as st
 from memci import InvalidOperationError, MessageArray, TokenUsage, Usage
@@ -169,10 +168,6 @@ def test_records_from_many_threads_are_all_counted() -> None:
         for _ in range(500):
             tracker.record({"prompt_tokens": 2, "completion_tokens": 1})
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_together(work, work, work, work)
     assert len(tracker) == 2000
     assert tracker.total == Usage(4000, 2000)
