@@ -137,6 +137,10 @@ class MessageArray:
         """Run a config of :mod:`memci.ops`, or an operation dict in either seed format
         (:func:`memci.ops.parse`). The cost is the operation's."""
         config = op if isinstance(op, ops.CONFIGS) else ops.parse(op)  # type: ignore[arg-type]  # parse rejects non-dicts
+        return self._run(config)
+
+    def _run(self, config: ops.Operation, counter: tokens.Counter | None = None) -> OperationResult:
+        """Run a checked config (``counter``: trim_to_tokens' callable, which no config carries)."""
         store = self._store
         match config:
             case ops.Append():
@@ -159,18 +163,7 @@ class MessageArray:
             case ops.Sanitize():
                 sanitize_store(store)
             case ops.TrimToTokens():
-                trim = config
-                budget.trim_to_tokens(
-                    store,
-                    trim.max_tokens,
-                    strategy=trim.strategy,
-                    keep_system=trim.keep_system,
-                    start_on=trim.start_on,
-                    end_on=trim.end_on,
-                    allow_partial=trim.allow_partial,
-                    encoding=trim.encoding,
-                    counter=None,
-                )
+                budget.trim_to_tokens(store, config, counter)
         stats = self.stats()
         return OperationResult(config.name, stats.current_batch_index, stats.current_batch_messages, stats)
 
@@ -345,19 +338,8 @@ class MessageArray:
         ``max_tokens`` (unless the system messages alone exceed it); with ``counter`` (any
         callable) the sum of its counts is. O(k) for k messages looked at, once counted;
         the GIL is released. Semantics: ``docs/tokens.md``."""
-        name = budget.trim_to_tokens(
-            self._store,
-            max_tokens,
-            strategy=strategy,
-            keep_system=keep_system,
-            start_on=start_on,
-            end_on=end_on,
-            allow_partial=allow_partial,
-            encoding=encoding,
-            counter=counter,
-        )
-        stats = self.stats()
-        return OperationResult(name, stats.current_batch_index, stats.current_batch_messages, stats)
+        config = ops.TrimToTokens(max_tokens, strategy, keep_system, start_on, end_on, allow_partial, encoding)
+        return self._run(config, counter)
 
     @property
     def usage(self) -> TokenUsage:

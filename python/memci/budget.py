@@ -3,8 +3,6 @@ their arguments here and delegate to the store, which caches each message's coun
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from memci import _core, ops, tokens
 from memci.errors import InvalidOperationError
 
@@ -18,7 +16,6 @@ def token_count(store: _core.MessageStore, encoding: str, counter: tokens.Counte
 
 #: LangChain's message types, accepted where a role is named.
 _LANGCHAIN_TYPES = {"human": "user", "ai": "assistant"}
-STRATEGIES = ("first", "last")
 
 
 def _roles(field: str, value: object) -> tuple[str, ...] | None:
@@ -31,32 +28,19 @@ def _roles(field: str, value: object) -> tuple[str, ...] | None:
     return ops.check_roles("trim_to_tokens", field, names) or None
 
 
-def _flag(field: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidOperationError(f"trim_to_tokens: {field} must be a bool, got {value!r}")
-    return value
-
-
-def trim_to_tokens(
-    store: _core.MessageStore,
-    max_tokens: int,
-    *,
-    strategy: str,
-    keep_system: bool,
-    start_on: str | Sequence[str] | None,
-    end_on: str | Sequence[str] | None,
-    allow_partial: bool,
-    encoding: str,
-    counter: tokens.Counter | None,
-) -> str:
-    """Check the arguments, trim, and return the operation's name."""
-    limit = ops.check_count("trim_to_tokens", "max_tokens", max_tokens)
-    if strategy not in STRATEGIES:
-        raise InvalidOperationError(f"trim_to_tokens: strategy must be 'first' or 'last', got {strategy!r}")
-    starts, ends = _roles("start_on", start_on), _roles("end_on", end_on)
-    keep, partial = _flag("keep_system", keep_system), _flag("allow_partial", allow_partial)
-    name, fn = tokens.resolve("trim_to_tokens", encoding, counter)
-    shown = {"max_tokens": limit, "strategy": strategy}
-    description = f"trim_to_tokens({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
-    store.trim_to_tokens(description, limit, str(strategy), keep, starts, ends, partial, name, fn)
-    return "trim_to_tokens"
+def trim_to_tokens(store: _core.MessageStore, config: ops.TrimToTokens, counter: tokens.Counter | None) -> None:
+    """Trim as ``config`` says (its scalar fields are checked by the config itself): resolve the
+    roles (LangChain's ``human``/``ai`` too) and the counter, then delegate."""
+    starts, ends = _roles("start_on", config.start_on), _roles("end_on", config.end_on)
+    name, fn = tokens.resolve("trim_to_tokens", config.encoding, counter)
+    store.trim_to_tokens(
+        config.describe(),
+        config.max_tokens,
+        config.strategy,
+        config.keep_system,
+        starts,
+        ends,
+        config.allow_partial,
+        name,
+        fn,
+    )

@@ -137,7 +137,7 @@ class ContextSystem:
         storage: Storage | None = None,
         summarizer: Summarizer | Callable[[str], str] | None = None,
         policy: ArchivePolicy | None = None,
-        encoding: str = "o200k_base",
+        encoding: str = tokens.DEFAULT_ENCODING,
         max_context_tokens: int | None = None,
         counter: Counter | None = None,
     ) -> None:

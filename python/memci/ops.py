@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, NoReturn, SupportsIndex, TypeAlias
 
 from memci.errors import BatchError, InvalidMessageError, InvalidOperationError
+from memci.tokens import DEFAULT_ENCODING
 
 __all__ = [
     "ROLES",
@@ -353,7 +354,7 @@ class TrimToTokens:
     start_on: str | Sequence[str] | None = "user"
     end_on: str | Sequence[str] | None = None
     allow_partial: bool = False
-    encoding: str = "o200k_base"
+    encoding: str = DEFAULT_ENCODING
 
     def __post_init__(self) -> None:
         _set(self, "max_tokens", check_count(self.name, "max_tokens", self.max_tokens))
