@@ -26,10 +26,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from memci.contents import ArchivePolicy, RoundResult
+from memci.contents import ArchivePolicy, RoundResult, Rule
 from memci.context import ContextSystem
 from memci.demo_conversation import Agent, Event, ScriptedUser
 from memci.storage import SqliteStorage
+from memci.summary import cut
 
 Message = dict[str, Any]
 
@@ -42,8 +43,7 @@ SHOW_WINDOW_AT = 40
 
 
 def _short(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return cut(" ".join(text.split()), width)
 
 
 def _message_line(message: Message, width: int) -> str:
@@ -57,10 +57,18 @@ def _message_line(message: Message, width: int) -> str:
 # ---- panels ---------------------------------------------------------------------------------------
 
 
+#: Each archive rule's colour and short name in the rounds table.
+_RULES: tuple[tuple[Rule, str, str], ...] = (
+    ("unrecalled", "yellow", "m"),
+    ("unchanged", "magenta", "p"),
+    ("lru", "red", "lru"),
+)
+
+
 def _dropped_cell(result: RoundResult) -> Text:
     out = Text()
-    for rule, style, tag in (("unrecalled", "yellow", "m"), ("unchanged", "magenta", "p"), ("lru", "red", "lru")):
-        indices = [d.index for d in result.dropped if d.rule == rule]
+    for rule, style, tag in _RULES:
+        indices = result.by_rule(rule)
         if indices:
             out.append(f"{tag}:{','.join(map(str, indices))} ", style=style)
     return out

@@ -14,8 +14,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from memci.context import ContextSystem
@@ -34,10 +33,9 @@ PROJECTS = ["atlas", "borealis", "cygnus", "draco", "eridanus"]
 @dataclass(frozen=True)
 class Fact:
     """Something the agent said that the user may ask about later: the key to look for and the
-    answer given, with the page it was on."""
+    page the answer was on."""
 
     key: str
-    answer: str
     page: int
 
 
@@ -53,7 +51,6 @@ class Event:
     found_by: str = ""  # "contents" or "search"
     tool_call: Message | None = None
     tool_result: Message | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 def _call(call_id: str, name: str, arguments: dict[str, Any]) -> Message:
@@ -188,14 +185,14 @@ class Agent:
         self.calls += 1
         return f"call_{self.calls}"
 
-    def run_round(self, round_: int, on_tool: Callable[[Message, Message], None] | None = None) -> Event:
+    def run_round(self, round_: int) -> Event:
         """One round: the user's message, the agent's tool calls and answer. The round is not
         ended here (the caller does, to show what the rules drop)."""
         ctx = self.ctx
         fact = self.user.ask_back(round_)
         if fact is not None:
             return self._recall_round(round_, fact)
-        kind, question, tool, arguments, result, answer = self.user.request()
+        _kind, question, tool, arguments, result, answer = self.user.request()
         page = ctx.add({"role": "user", "content": question})
         event = Event(round_, page, question, action=tool or "answer")
         if tool:
@@ -204,8 +201,8 @@ class Agent:
             ctx.add({"role": "tool", "tool_call_id": call["id"], "content": result})
         ctx.add({"role": "assistant", "content": answer})
         key = arguments.get("city") or arguments.get("query") or arguments.get("path") or ""
-        if key and kind != "chat":
-            self.user.remember(round_, Fact(str(key), answer, page))
+        if key:  # a chat request has no arguments, so no key
+            self.user.remember(round_, Fact(str(key), page))
         return event
 
     def _recall_round(self, round_: int, fact: Fact) -> Event:

@@ -24,6 +24,7 @@ from memci.errors import StorageError
 from memci.json_store import JsonStore
 from memci.search import message_text
 from memci.sqlite_storage import SqliteStorage
+from memci.summary import cut
 
 __all__ = ["inspect_store", "open_read_only"]
 
@@ -47,8 +48,7 @@ def _cut(text: Any, limit: int = CELL_CHARS) -> str:
     """One line of at most ``limit`` characters (cut on a character, never inside one)."""
     if not isinstance(text, str):
         text = json.dumps(text, ensure_ascii=False)
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return cut(" ".join(text.split()), limit)
 
 
 def _roles(messages: Iterable[Any]) -> str:
