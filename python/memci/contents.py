@@ -229,7 +229,8 @@ class ArchiveChapter:
     def add(self, entry: ContentsEntry) -> None:
         """A newly archived page's entry (or a restored one)."""
         self.dropped.pop(entry.index, None)
-        in_order = not self.entries or entry.index >= next(reversed(self.entries))
+        # Replacing an entry keeps its place; only a new one below the highest index needs a sort.
+        in_order = entry.index in self.entries or not self.entries or entry.index >= next(reversed(self.entries))
         self.entries[entry.index] = entry
         if not in_order:
             self.entries = dict(sorted(self.entries.items()))

@@ -267,17 +267,20 @@ class ContextSystem:
         the open one) are archived first until the window fits; :class:`ContextOverflowError` if
         it cannot, and then nothing has changed. O(window)."""
         with self._lock:
-            if self._max_context_tokens is not None:
-                self._fit(self._max_context_tokens)
-            messages = self._assemble(self._archive.render())
+            messages = None if self._max_context_tokens is None else self._fit(self._max_context_tokens)
+            if messages is None:
+                messages = self._assemble(self._archive.render())
         if not sanitize:
             return messages
         return sanitize_messages(messages).messages
 
-    def _fit(self, limit: int) -> None:
-        tokens = self._tokens.messages(self._assemble(self._archive.render()))
+    def _fit(self, limit: int) -> list[Message] | None:
+        """Archive the oldest active pages until the window fits ``limit``. Returns the window when
+        it fitted as it was (None once pages were archived: it must be assembled again)."""
+        window = self._assemble(self._archive.render())
+        tokens = self._tokens.messages(window)
         if tokens <= limit:
-            return
+            return window
         indices = self._window.page_indices()
         if not indices:
             raise ContextOverflowError(
@@ -293,7 +296,7 @@ class ContextSystem:
             tokens = self._tokens.messages(self._assemble(self._archive.render(extra), rest))
             if tokens <= limit:
                 self._archive_pages(prepared)
-                return
+                return None
         raise ContextOverflowError(
             f"build_messages: the window needs {tokens} tokens with every page but the open one "
             f"(page {indices[-1]}) archived, over max_context_tokens={limit}"

@@ -393,7 +393,8 @@ class _Program:
                 raise _RefusedError(f"line {node.lineno}: only {RECALL_PAGE} and {LIST_PAGES} can be called")
             for arg in [*node.args, *(k.value for k in node.keywords)]:
                 self._literal(arg)
-            if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            # `*xs` never gets here (a starred argument is not a literal); `**{...}` does.
+            if any(k.arg is None for k in node.keywords):
                 raise _RefusedError(f"line {node.lineno}: * and ** arguments are not allowed")
             self.calls += 1
             if self.calls > MAX_ATTP_CALLS:

@@ -207,17 +207,16 @@ impl Window {
         Ok(open.index)
     }
 
-    /// Unlink page `index` from the window in O(1) (its run stays linked among itself) and
-    /// return its node ids, oldest first, for the caller to read before the next page opens.
-    pub fn detach(&mut self, index: PageIndex) -> Result<Vec<NodeId>> {
+    /// Unlink page `index` from the window in O(1) (its run stays linked among itself). Read
+    /// its messages first ([`Window::page_ids`]) if they are needed.
+    pub fn detach(&mut self, index: PageIndex) -> Result<()> {
         let Some(at) = self.active.position(index) else {
             return Err(Error::InvalidOperation(format!("page {index} is not in the window")));
         };
         let page = self.active.pages.remove(at).expect("position is in range");
-        let ids = self.run_ids(page.run);
         self.chain
             .unlink_run(&mut self.arena, page.run.head, page.run.tail, page.run.len);
-        Ok(ids)
+        Ok(())
     }
 
     /// Take back the page just opened (when what had to follow its opening failed): it leaves
@@ -363,7 +362,8 @@ mod tests {
     #[test]
     fn detaching_a_page_removes_its_whole_run_and_nothing_else() {
         let mut w = window_of(3);
-        let ids = w.detach(2).unwrap();
+        let ids = w.page_ids(2).unwrap();
+        w.detach(2).unwrap();
         assert_eq!(text(&w, &ids), ["q2", "a2"]);
         assert_eq!(window_text(&w), ["sys", "q1", "a1", "q3", "a3"]);
         assert_eq!(w.len(), 5);
