@@ -59,7 +59,7 @@ fn role(name: &str, what: &str) -> Result<Role, Error> {
 }
 
 /// The roles named, each once (a role listed twice must not be counted twice).
-fn roles(names: Option<Vec<String>>, what: &str) -> Result<Vec<Role>, Error> {
+pub(crate) fn roles(names: Option<Vec<String>>, what: &str) -> Result<Vec<Role>, Error> {
     let mut out: Vec<Role> = Vec::new();
     for n in names.unwrap_or_default() {
         let r = role(&n, what)?;

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 use crate::core::error::Error;
 use crate::core::tokens::Encoding;
 use crate::core::value::ValueRef;
-use crate::python::convert::encode_value;
+use crate::python::convert::{encode_value, type_name};
 
 /// Texts longer than this are counted with the GIL released.
 const DETACH_FROM_BYTES: usize = 16 << 10;
@@ -29,10 +29,7 @@ struct Encoded {
 impl Encoded {
     fn add(&mut self, obj: &Bound<'_, PyAny>, path: &dyn Fn() -> String) -> Result<(), Error> {
         if !obj.is_instance_of::<PyDict>() {
-            let kind = obj
-                .get_type()
-                .name()
-                .map_or_else(|_| "object".into(), |n| n.to_string());
+            let kind = type_name(obj);
             return Err(Error::message(path(), format!("a message must be a dict, got {kind}")));
         }
         let start = self.bytes.len();

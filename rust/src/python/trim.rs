@@ -7,26 +7,14 @@ use pyo3::prelude::*;
 use pyo3::types::PyInt;
 
 use crate::core::error::Error;
-use crate::core::roles::Role;
 use crate::core::trim::{Budget, Roles, Strategy, partial, select};
 use crate::core::value::ValueRef;
 use crate::python::convert::to_py;
-use crate::python::store::MessageStore;
+use crate::python::store::{MessageStore, roles};
 use crate::python::tokens::encoding;
 
 /// A Python counter is retried this many times when the array keeps changing under it.
 const ATTEMPTS: usize = 8;
-
-fn roles(names: Option<Vec<String>>, what: &str) -> Result<Roles, Error> {
-    let mut out = Vec::new();
-    for name in names.unwrap_or_default() {
-        out.push(
-            Role::parse(&name)
-                .ok_or_else(|| Error::InvalidOperation(format!("trim_to_tokens: {what}: unknown role {name:?}")))?,
-        );
-    }
-    Ok(Roles::of(&out))
-}
 
 /// `counter(message)`, which must be an int >= 0.
 fn call_counter(counter: &Bound<'_, PyAny>, message: Bound<'_, PyAny>, place: &dyn Fn() -> String) -> PyResult<u64> {
@@ -74,8 +62,8 @@ pub fn trim_to_tokens(
         max_tokens,
         strategy,
         keep_system,
-        start_on: roles(start_on, "start_on")?,
-        end_on: roles(end_on, "end_on")?,
+        start_on: Roles::of(&roles(start_on, "trim_to_tokens: start_on")?),
+        end_on: Roles::of(&roles(end_on, "trim_to_tokens: end_on")?),
         allow_partial,
         priming: e.priming(),
     };
