@@ -176,12 +176,17 @@ def describe(bench: dict[str, Any]) -> tuple[str, str, str] | None:
     return (match.group(1), match.group(2), match.group(3)) if match else None
 
 
-def load(path: str) -> tuple[dict[tuple[str, str], dict[str, float]], dict[tuple[str, str], dict[str, Any]]]:
-    """Medians by (workload, size) then peer; memory extra_info by (size, peer)."""
+#: Records a bench reads back as sizes, not times: extra_info by (size, peer).
+Sizes = dict[tuple[str, str], dict[str, Any]]
+
+
+def load(path: str) -> tuple[dict[tuple[str, str], dict[str, float]], Sizes, Sizes]:
+    """Medians by (workload, size) then peer; the memory and page_bytes records' extra_info."""
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
     times: dict[tuple[str, str], dict[str, float]] = {}
-    memory: dict[tuple[str, str], dict[str, Any]] = {}
+    memory: Sizes = {}
+    page_bytes: Sizes = {}
     for bench in data.get("benchmarks", []):
         key = describe(bench)
         if key is None:
@@ -190,10 +195,10 @@ def load(path: str) -> tuple[dict[tuple[str, str], dict[str, float]], dict[tuple
         if workload == "memory":
             memory[size, peer] = bench.get("extra_info") or {}
         elif workload == "page_bytes":
-            continue  # sizes, not times: page_bytes_table()
+            page_bytes[size, peer] = bench.get("extra_info") or {}
         else:
             times.setdefault((workload, size), {})[peer] = bench["stats"]["median"]
-    return times, memory
+    return times, memory, page_bytes
 
 
 def _order(items: list[str], order: tuple[str, ...]) -> list[str]:
@@ -304,15 +309,11 @@ def _relative(value: float | None, history: float | None) -> str:
     return f"{fmt_bytes(value)} ({value / history:.3g}x)"
 
 
-def page_bytes_table(path: str) -> list[str]:
+def page_bytes_table(records: Sizes) -> list[str]:
     """Bytes per archived page on disk (bench_storage.py's ``page_bytes``), by size and store."""
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
     rows: dict[str, dict[str, dict[str, Any]]] = {}
-    for bench in data.get("benchmarks", []):
-        key = describe(bench)
-        if key is not None and key[0] == "page_bytes":
-            rows.setdefault(key[2], {})[key[1]] = bench.get("extra_info") or {}
+    for (size, peer), info in records.items():
+        rows.setdefault(size, {})[peer] = info
     if not rows:
         return []
     out = [
@@ -338,11 +339,11 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print(__doc__.splitlines()[0], file=sys.stderr)
         return 2
-    times, memory = load(argv[0])
+    times, memory, page_bytes = load(argv[0])
     lines = ["## memci benchmarks (medians)", ""]
     lines += workload_tables(times)
     lines += memory_table(memory)
-    lines += page_bytes_table(argv[0])
+    lines += page_bytes_table(page_bytes)
     if times:
         lines += ["Notes:", "", *[f"- {note}" for note in NOTES]]
     print("\n".join(lines))
