@@ -64,15 +64,9 @@ BUILD_CASES = harness.cases(BUILD_PEERS, sizes=("1k",))
 Message = dict[str, Any]
 
 
-@cache
 def interactions() -> tuple[tuple[Message, ...], ...]:
     """The generated conversation cut into user interactions (the system prompt left out)."""
-    out: list[list[Message]] = []
-    for m in generator.conversation(MESSAGES)[1:]:
-        if m["role"] == "user" or not out:
-            out.append([])
-        out[-1].append(m)
-    return tuple(tuple(i) for i in out[:-1])  # the last one may be cut short
+    return generator.interactions(MESSAGES)
 
 
 def _storage(peer: str) -> memci.Storage:

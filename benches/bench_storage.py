@@ -66,14 +66,7 @@ def _summary(message: dict[str, Any]) -> str:
 @cache
 def all_pages() -> tuple[Page, ...]:
     """Every page of the generated conversation, numbered from 1, in order."""
-    pages: list[Page] = []
-    current: list[dict[str, Any]] = []
-    for message in generator.conversation(MESSAGES)[1:]:
-        if message["role"] == "user" and current:
-            pages.append(_page(len(pages) + 1, current))
-            current = []
-        current.append(message)
-    return tuple(pages)
+    return tuple(_page(i, list(messages)) for i, messages in enumerate(generator.interactions(MESSAGES), 1))
 
 
 def _page(index: int, messages: list[dict[str, Any]]) -> Page:

@@ -220,3 +220,16 @@ if __name__ == "__main__":
     print(f"generated 100k in {time.perf_counter() - t:.2f}s")
     for key, value in describe(msgs).items():
         print(f"{key:>24} {value:.3f}")
+
+
+@lru_cache(maxsize=4)
+def interactions(n: int) -> tuple[tuple[Message, ...], ...]:
+    """``conversation(n)`` without its system prompt, cut into user interactions (a user message
+    and what follows it, the context system's pages); the last one, which may be cut short, is
+    left out."""
+    out: list[list[Message]] = []
+    for m in conversation(n)[1:]:
+        if m["role"] == "user" or not out:
+            out.append([])
+        out[-1].append(m)
+    return tuple(tuple(i) for i in out[:-1])
