@@ -6,6 +6,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
+# The cargo profile of the extension: release (benchmarks, CI) or fast (iterating; see Cargo.toml).
+PROFILE ?= release
 # The test binaries link libpython; tell cargo which interpreter and where its library lives.
 export PYO3_PYTHON := $(abspath $(PY))
 PYLIBDIR = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')
@@ -23,8 +25,8 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed ## Create .venv with maturin (build-dev adds every dependency)
 
 .PHONY: build-dev
-build-dev: install ## Build the extension (release) into .venv
-	$(BIN)/maturin develop --release --extras dev,bench
+build-dev: install ## Build the extension into .venv (PROFILE=fast: quicker, for iterating)
+	$(BIN)/maturin develop --profile $(PROFILE) --extras dev,bench
 
 .PHONY: lint
 lint: build-dev ## cargo fmt, clippy -D warnings, ruff, mypy, stubtest

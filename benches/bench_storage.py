@@ -41,7 +41,7 @@ import memci
 import pytest
 from bm25_python import PyPageSearch
 from bm25_python import tokens as py_tokens
-from memci.search import message_text, page_text
+from memci.context.search import message_text, page_text
 
 SIZES = ("1k", "10k")
 PUTS = 100

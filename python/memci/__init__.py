@@ -12,8 +12,10 @@ See :class:`MessageArray`, the configs of :mod:`memci.ops`, and ``docs/message-a
 from memci import formats, ops, tokens
 from memci._core import __version__
 from memci.array import MessageArray
-from memci.contents import ArchivePolicy, ContentsEntry, DroppedEntry, PageListing, RoundResult
-from memci.context import ContextSystem, Entry, Page
+from memci.context.contents import ArchivePolicy, ContentsEntry, DroppedEntry, PageListing, RoundResult
+from memci.context.search import PageSearch, SearchHit
+from memci.context.summary import CallableSummarizer, ExtractiveSummarizer, PageSummary, Summarizer
+from memci.context.system import ContextSystem, Entry, Page
 from memci.errors import (
     BatchError,
     ContextOverflowError,
@@ -28,9 +30,7 @@ from memci.errors import (
 )
 from memci.results import BatchSnapshot, OperationResult, Stats
 from memci.sanitize import RemovedMessage, SanitizeResult, ValidationResult, sanitize_messages, validate_messages
-from memci.search import PageSearch, SearchHit
 from memci.storage import DirectoryStorage, MemoryStorage, RedisStorage, SqliteStorage, Storage
-from memci.summary import CallableSummarizer, ExtractiveSummarizer, PageSummary, Summarizer
 from memci.usage import TokenUsage, Usage, UsageRecord
 
 __all__ = [

@@ -9,7 +9,7 @@ from factories import run_together
 from hypothesis import given
 from hypothesis import strategies as st
 from memci import InvalidOperationError, MemciError, PageSearch, SearchHit
-from memci.search import page_text
+from memci.context.search import page_text
 
 #: Words and characters chosen so that both tokenizers agree on them (Python's isalnum and Rust's
 #: is_alphanumeric differ on a few rare characters), CJK included.

@@ -12,7 +12,7 @@ from typing import Any
 import memci
 import pytest
 from context_helpers import FixedSummarizer, interaction, make, run_rounds, user
-from memci import recall
+from memci.context import recall
 
 
 def archived(**kwargs: Any) -> memci.ContextSystem:

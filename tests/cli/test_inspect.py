@@ -1,4 +1,4 @@
-"""``memci inspect DB`` (python/memci/inspect_store.py): what a store holds, read-only."""
+"""``memci inspect DB`` (python/memci/cli/inspect.py): what a store holds, read-only."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from memci import DirectoryStorage, SqliteStorage, StorageError
-from memci.__main__ import main
-from memci.inspect_store import inspect_store
+from memci.cli.inspect import inspect_store
+from memci.cli.main import main
 from rich.console import Console
 
 STATE = {

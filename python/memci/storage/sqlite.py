@@ -23,7 +23,7 @@ from typing import Literal, TypeVar
 from urllib.parse import quote
 
 from memci.errors import StorageError
-from memci.json_store import JsonStore
+from memci.storage.json_store import JsonStore
 
 __all__ = ["SCHEMA_VERSION", "SqliteStorage"]
 

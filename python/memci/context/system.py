@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
-from memci import _core, recall, tokens
-from memci.contents import (
+from memci import _core, tokens
+from memci.context import recall
+from memci.context.contents import (
     RULES,
     ArchiveChapter,
     ArchivePolicy,
@@ -28,11 +29,11 @@ from memci.contents import (
     PageListing,
     RoundResult,
 )
+from memci.context.search import PageSearch, SearchHit, page_text
+from memci.context.summary import PageSummary, Summarizer, as_summarizer, checked
 from memci.errors import ContextOverflowError, InvalidMessageError, InvalidOperationError, PageError, StateError
 from memci.sanitize import sanitize_messages
-from memci.search import PageSearch, SearchHit, page_text
 from memci.storage import MemoryStorage, Storage
-from memci.summary import PageSummary, Summarizer, as_summarizer, checked
 from memci.tokens import Counter
 
 __all__ = ["ContextSystem", "Entry", "Page"]

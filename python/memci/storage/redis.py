@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memci.errors import StorageError
-from memci.json_store import JsonStore
+from memci.storage.json_store import JsonStore
 
 if TYPE_CHECKING:
     import redis

@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 
 from memci.errors import StorageError
-from memci.json_store import JsonStore
+from memci.storage.json_store import JsonStore
 
 __all__ = ["FORMAT_VERSION", "DirectoryStorage"]
 

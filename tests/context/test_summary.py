@@ -10,7 +10,7 @@ import pytest
 from context_helpers import calling, interaction, make, tool, user
 from hypothesis import given
 from hypothesis import strategies as st
-from memci.summary import ELLIPSIS, CallableSummarizer, ExtractiveSummarizer, as_summarizer, cut, first_sentence
+from memci.context.summary import ELLIPSIS, CallableSummarizer, ExtractiveSummarizer, as_summarizer, cut, first_sentence
 
 
 def page_of(*messages: dict[str, object]) -> memci.Page:

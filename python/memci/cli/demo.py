@@ -26,11 +26,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from memci.contents import ArchivePolicy, RoundResult, Rule
-from memci.context import ContextSystem
-from memci.demo_conversation import Agent, Event, ScriptedUser
+from memci.cli.demo_conversation import Agent, Event, ScriptedUser
+from memci.context.contents import ArchivePolicy, RoundResult, Rule
+from memci.context.summary import cut
+from memci.context.system import ContextSystem
 from memci.storage import SqliteStorage
-from memci.summary import cut
 
 Message = dict[str, Any]
 
@@ -346,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--db", type=Path, help="the SQLite file to create (default: a temporary one)")
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.array:
-        from memci.demo_array import main as tour
+        from memci.cli.demo_array import main as tour
 
         tour()
         return 0

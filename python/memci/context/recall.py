@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from memci.errors import InvalidOperationError, PageError
 
 if TYPE_CHECKING:
-    from memci.context import ContextSystem
+    from memci.context.system import ContextSystem
 
 __all__ = [
     "ATTP_RESULT_HEADER",

@@ -21,7 +21,7 @@ from memci import _core
 from memci.errors import SummaryError
 
 if TYPE_CHECKING:
-    from memci.context import Page
+    from memci.context.system import Page
 
 __all__ = [
     "CallableSummarizer",

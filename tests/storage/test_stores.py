@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from memci import DirectoryStorage, MemciError, MemoryStorage, RedisStorage, SqliteStorage, Storage, StorageError
-from memci.json_store import JsonStore
+from memci.storage.json_store import JsonStore
 
 Page = dict[str, Any]
 Opener = Callable[[], JsonStore]

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from memci.context import ContextSystem
+from memci.context.system import ContextSystem
 
 __all__ = ["Agent", "Event", "Fact", "ScriptedUser"]
 

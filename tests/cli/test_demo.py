@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from memci.demo import main
+from memci.cli.demo import main
 
 
 def test_the_demo_runs_a_conversation_on_sqlite_and_loads_it_back(

@@ -19,12 +19,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from memci.directory_storage import DirectoryStorage
+from memci.context.search import message_text
+from memci.context.summary import cut
 from memci.errors import StorageError
-from memci.json_store import JsonStore
-from memci.search import message_text
-from memci.sqlite_storage import SqliteStorage
-from memci.summary import cut
+from memci.storage.directory import DirectoryStorage
+from memci.storage.json_store import JsonStore
+from memci.storage.sqlite import SqliteStorage
 
 __all__ = ["inspect_store", "open_read_only"]
 

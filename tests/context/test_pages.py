@@ -20,7 +20,7 @@ from context_helpers import (
     tool,
     user,
 )
-from memci.recall import ATTP_RESULT_HEADER
+from memci.context.recall import ATTP_RESULT_HEADER
 
 
 def indices(ctx: memci.ContextSystem) -> list[int]:

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import memci
-from memci.summary import PageSummary
+from memci.context.summary import PageSummary
 
 Message = dict[str, Any]
 

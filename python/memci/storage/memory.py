@@ -1,0 +1,46 @@
+"""The default store: pages and state held as JSON text in this process."""
+
+from __future__ import annotations
+
+from memci.storage.json_store import JsonStore
+
+__all__ = ["MemoryStorage"]
+
+
+class MemoryStorage(JsonStore):
+    """Pages and state held as JSON text in this process: the default store, lost at exit.
+
+    Holding text (not the caller's dicts) keeps the same rules as the persistent stores: values
+    are checked, nothing is aliased, and a page read back is a new dict.
+    """
+
+    _pages: dict[int, str]
+    _state: str | None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pages = {}
+        self._state = None
+
+    def __repr__(self) -> str:
+        return f"MemoryStorage(<{len(self._pages)} pages>)"
+
+    def _insert_page_text(self, index: int, text: str) -> str | None:
+        existing = self._pages.setdefault(index, text)
+        return None if existing is text else existing
+
+    def _read_page_text(self, index: int) -> str | None:
+        return self._pages.get(index)
+
+    def _list_page_indices(self) -> list[int]:
+        return sorted(self._pages)
+
+    def _read_state_text(self) -> str | None:
+        return self._state
+
+    def _write_state_text(self, text: str) -> None:
+        self._state = text
+
+    def _release(self) -> None:
+        self._pages = {}
+        self._state = None
