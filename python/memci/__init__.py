@@ -9,6 +9,8 @@
 See :class:`MessageArray`, the configs of :mod:`memci.ops`, and ``docs/message-array.md``.
 """
 
+import logging
+
 from memci import formats, ops, tokens
 from memci._core import __version__
 from memci.array import MessageArray
@@ -32,6 +34,11 @@ from memci.results import BatchSnapshot, OperationResult, Stats
 from memci.sanitize import RemovedMessage, SanitizeResult, ValidationResult, sanitize_messages, validate_messages
 from memci.storage import DirectoryStorage, MemoryStorage, RedisStorage, SqliteStorage, Storage
 from memci.usage import TokenUsage, Usage, UsageRecord
+
+# memci logs its warnings (a sanitized history, a prompt over its limit) on the "memci" logger. A
+# library leaves the output to the program: without this handler, logging's last resort would print
+# them to stderr in a program that configured no logging.
+logging.getLogger("memci").addHandler(logging.NullHandler())
 
 __all__ = [
     "ArchivePolicy",

@@ -11,16 +11,18 @@ from __future__ import annotations
 import datetime as dt
 import numbers
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, overload
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any, overload
 
 from memci import _core, budget, ops, tokens
 from memci.errors import BatchError, InvalidMessageError, InvalidOperationError
 from memci.results import BatchSnapshot, OperationResult, Stats
 from memci.sanitize import SanitizeResult, ValidationResult, sanitize_store, validate_store
 from memci.usage import TokenUsage
+
+if TYPE_CHECKING:
+    # numpy is imported by indices() alone, when first called: ``import memci`` does not load it.
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["MessageArray"]
 
@@ -263,6 +265,8 @@ class MessageArray:
 
     def indices(self, role: str | None = None) -> npt.NDArray[np.int64]:
         """Positions in the visible list (of ``role``'s messages), as a writable int64 array. O(k)."""
+        import numpy as np
+
         buffer = self._store.indices(ops.check_optional_role("indices", "role", role))
         return np.frombuffer(buffer, dtype=np.int64)
 

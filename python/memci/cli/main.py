@@ -3,7 +3,8 @@
 - ``memci demo [--array] [--rounds N] [--db PATH]``: a long scripted conversation through a
   ContextSystem on SqliteStorage (``--array``: the MessageArray tour);
 - ``memci inspect DB [--page N] [--limit N]``: what a SqliteStorage file or DirectoryStorage folder
-  holds (read-only).
+  holds (read-only);
+- ``memci --version``: the installed version.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from memci._core import __version__
 from memci.errors import StorageError
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memci", description="memci: an LLM agent's context window, held in Rust.")
+    parser.add_argument("--version", action="version", version=f"memci {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # The demo parses its own options (memci.demo.main): listed here for --help only.
     commands.add_parser("demo", help="run the demo: a long conversation through a ContextSystem (see demo -h)")
