@@ -15,9 +15,10 @@ from memci import formats, ops, tokens
 from memci._core import __version__
 from memci.array import MessageArray
 from memci.context.contents import ArchivePolicy, ContentsEntry, DroppedEntry, PageListing, RoundResult
+from memci.context.page import Entry, Page
 from memci.context.search import PageSearch, SearchHit
 from memci.context.summary import CallableSummarizer, ExtractiveSummarizer, PageSummary, Summarizer
-from memci.context.system import ContextSystem, Entry, Page
+from memci.context.system import ContextSystem
 from memci.errors import (
     BatchError,
     ContextOverflowError,

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from context_helpers import DictStorage, make, user
+import memci
+import pytest
+from context_helpers import DictStorage, FixedSummarizer, make, user
 from factories import run_together
 
 THREADS = 4
@@ -37,3 +40,30 @@ def test_concurrent_adds_rounds_and_recalls_keep_the_pages_whole() -> None:
     asked = [json.loads(storage.pages[i])["messages"][0]["content"] for i in storage.page_indices()]
     asked += [p.messages()[0]["content"] for p in ctx.pages]
     assert sorted(asked) == sorted(f"thread {t} question {i}" for t in range(THREADS) for i in range(PAGES_EACH))
+
+
+class CallingBack:
+    """A summarizer that reads the system it serves while that system archives."""
+
+    def __init__(self) -> None:
+        self.ctx: memci.ContextSystem | None = None
+
+    def summarize(self, page: memci.Page) -> Any:
+        if self.ctx is not None:
+            self.ctx.contents_text()
+        return FixedSummarizer().summarize(page)
+
+
+def test_a_callback_into_the_system_from_its_own_summarizer_is_refused_and_changes_nothing() -> None:
+    summarizer = CallingBack()
+    ctx = make(active_pages=1, summarizer=summarizer)
+    summarizer.ctx = ctx
+    ctx.add(user("first"))
+    before = ctx.state()
+    with pytest.raises(memci.InvalidOperationError, match="called back from its own summarizer"):
+        ctx.add(user("second"))  # archiving page 1 calls the summarizer, under the lock
+    assert ctx.state() == before
+    summarizer.ctx = None
+    ctx.add(user("third"))  # the lock was given back
+    assert [p.index for p in ctx.pages] == [2]
+    assert [e.index for e in ctx.contents] == [1]

@@ -351,3 +351,58 @@ def test_a_page_the_storage_holds_in_another_shape_is_named():
     ctx.storage.pages[1] = json.dumps({"index": 1, "messages": "nope"})  # type: ignore[attr-defined]
     with pytest.raises(memci.PageError, match="page 1 in the storage is not an archived page"):
         ctx.recall(1)
+
+
+# ---- requests and answers, without a system ----------------------------------------------------------
+
+
+def test_a_call_parses_into_the_checked_tool_calls_to_run():
+    assert recall.parse_call(openai_call("recall_page", '{"page_index": "3"}')) == recall.Request(
+        "openai", "call_r", (recall.RecallPage(3),)
+    )
+    block = {"type": "tool_use", "id": "t", "name": "list_pages", "input": {"limit": 500}}
+    assert recall.parse_call(block).calls == (recall.ListPages(recall.MAX_LIST),)
+    request = recall.parse_call(attp("a = list_pages()\n__result__ = [recall_page(2), a]"))
+    assert (request.format, request.reply_to, request.refusal) == ("attp", None, None)
+    assert request.calls == (recall.ListPages(10), recall.RecallPage(2))
+
+
+def test_a_bad_call_parses_into_a_refusal_with_nothing_to_run():
+    request = recall.parse_call(openai_call("recall_page", '{"page_index": 0}'))
+    assert request.calls == ()
+    assert request.refusal == "recall_page: page_index must be an integer >= 1, got 0"
+    # One bad call refuses the whole ATTP block: its valid calls do not run either.
+    request = recall.parse_call(attp("a = recall_page(1)\n__result__ = recall_page(page=2)"))
+    assert (request.calls, request.refusal) == ((), "recall_page: unknown argument 'page' (expected page_index)")
+
+
+def test_the_answer_is_written_from_the_results_in_the_calls_format():
+    page = memci.Page.of(4, [user("hello")])
+    listing = [memci.PageListing(4, "hello", 2, 1)]
+    request = recall.parse_call(openai_call("recall_page", '{"page_index": 4}'))
+    assert recall.answer(request, [page]) == {
+        "role": "tool",
+        "tool_call_id": "call_r",
+        "content": json.dumps({"page": 4, "messages": [user("hello")]}),
+    }
+    block = recall.answer(recall.parse_call({"type": "tool_use", "id": "t", "name": "list_pages"}), [listing])
+    assert json.loads(block["content"]) == [
+        {"index": 4, "summary": "hello", "recall_count": 2, "rounds_since_recall": 1}
+    ]
+    assert "is_error" not in block
+    request = recall.parse_call(attp("__result__ = {'in': recall_page(9), 'all': list_pages()}"))
+    table = attp_result(recall.answer(request, [recall.InWindow(9), listing]))
+    assert json.loads(table["result"])["in"] == {
+        "page": 9,
+        "in_window": True,
+        "note": "page 9 is still in the conversation above",
+    }
+
+
+def test_a_failure_is_answered_as_an_error():
+    request = recall.parse_call({"type": "tool_use", "id": "t", "name": "recall_page", "input": {"page_index": 9}})
+    block = recall.answer(request, [], "recall: page 9 does not exist (pages are 1 to 5)")
+    assert block["is_error"] is True
+    assert block["content"] == "Error: recall: page 9 does not exist (pages are 1 to 5)"
+    table = attp_result(recall.answer(recall.parse_call(attp("__result__ = recall_page(9)")), [], "no page 9"))
+    assert (table["status"], table["message"]) == ("error", "no page 9")

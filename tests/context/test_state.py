@@ -8,6 +8,7 @@ from typing import Any
 import memci
 import pytest
 from context_helpers import DictStorage, FixedSummarizer, assistant, interaction, make, run_rounds, user, words
+from memci.context.state import SavedState
 
 
 def busy(storage: memci.Storage | None = None) -> memci.ContextSystem:
@@ -65,6 +66,21 @@ def test_the_state_is_plain_json_with_a_version():
     assert state["version"] == 1
     assert state["kind"] == "memci.ContextSystem"
     assert [p["index"] for p in state["pages"]] == [8, 9]
+
+
+def test_a_saved_state_reads_back_as_the_dict_it_was_written_as():
+    state = busy().state()
+    saved = SavedState.from_dict(copy.deepcopy(state))
+    assert saved.to_dict() == state
+    assert [index for index, _ in saved.pages] == [8, 9]
+    assert all(isinstance(e, memci.ContentsEntry) for e in saved.contents)
+    assert [d.rule for d in saved.dropped] == [d["rule"] for d in state["dropped"]]
+
+
+@pytest.mark.parametrize("state", [None, [], "state"])
+def test_a_saved_state_must_be_a_dict(state: object):
+    with pytest.raises(memci.StateError, match="not a dict"):
+        SavedState.from_dict(state)
 
 
 def test_loading_an_empty_storage_is_a_state_error():

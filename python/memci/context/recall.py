@@ -1,57 +1,59 @@
-"""The recall tools of the context system: their definitions for the model, and the handling of a
-model's call to them.
+"""The recall tools of the context system: their definitions for the model, a model's call of them
+parsed into a request, and the answer their results make. This module never touches a
+:class:`~memci.ContextSystem`: the system runs the tools.
 
 Two tools: ``recall_page(page_index)`` (a page's full entries) and ``list_pages(limit=10)`` (the
 contents entries with recall counts). They are defined in three formats: OpenAI function tools,
-Anthropic tools, and ATTP (the Agentic TOML Tool-use Protocol of seed 004: the model answers with
-TOML whose ``[tool_call]`` table holds Python-like ``code`` calling the tools).
+Anthropic tools, and ATTP (:mod:`memci.context.attp`: the model answers with TOML whose
+``[tool_call]`` table holds Python-like ``code`` calling the tools).
 
-:func:`handle_tool_call` takes an OpenAI ``tool_call``, an Anthropic ``tool_use`` block or ATTP
-TOML text and returns the result to add to the conversation: a ``tool`` message, a
-``tool_result`` block, or a user message holding an ATTP ``[tool_result]`` table. ATTP code is
-never executed: it is parsed (:mod:`tomllib`, then :mod:`ast`), every statement is checked before
-anything runs, and only assignments and calls of the recall tools with literal arguments are
-carried out. Anything else, in any format, gets a refusal as the result, never an exception.
+:func:`parse_call` takes an OpenAI ``tool_call``, an Anthropic ``tool_use`` block or ATTP TOML
+text and returns a :class:`Request`: the calls to run, each a tool with its checked arguments
+(:class:`RecallPage`, :class:`ListPages`), or the refusal the model gets. The system runs the
+calls in order and :func:`answer` turns their results into the message to add to the
+conversation: a ``tool`` message, a ``tool_result`` block, or a user message holding an ATTP
+``[tool_result]`` table. ATTP code is never executed: it is parsed and checked whole before
+anything runs, and only its calls of the recall tools with literal arguments are carried out.
+Anything else, in any format, gets a refusal as the result, never an exception.
 """
 
 from __future__ import annotations
 
-import ast
 import json
-import tomllib
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from memci.errors import InvalidOperationError, PageError
-
-if TYPE_CHECKING:
-    from memci.context.system import ContextSystem
+from memci.context import attp
+from memci.context.attp import RESULT_HEADER as ATTP_RESULT_HEADER
+from memci.context.attp import RefusedError
+from memci.context.contents import PageListing
+from memci.context.page import Message, Page
+from memci.errors import InvalidOperationError
 
 __all__ = [
     "ATTP_RESULT_HEADER",
     "FORMATS",
     "LIST_PAGES",
     "RECALL_PAGE",
-    "handle_tool_call",
+    "InWindow",
+    "ListPages",
+    "RecallPage",
+    "Request",
+    "ToolCall",
+    "ToolResult",
+    "answer",
     "is_recall_call",
     "is_tool_result",
+    "parse_call",
     "tool_definitions",
 ]
 
-Message = dict[str, Any]
 Format = Literal["openai", "anthropic", "attp"]
 FORMATS: tuple[Format, ...] = ("openai", "anthropic", "attp")
 
 RECALL_PAGE = "recall_page"
 LIST_PAGES = "list_pages"
-#: An ATTP result message starts with this line, which is how the context system knows the user
-#: message carrying it is a tool result (it joins the open page) and not a new question.
-ATTP_RESULT_HEADER = "[tool_result]"
-#: At most this many tool calls run from one ATTP code block.
-MAX_ATTP_CALLS = 8
-#: Longer ATTP code is refused unparsed.
-MAX_ATTP_CODE = 20_000
 #: ``list_pages`` lists at most this many pages.
 MAX_LIST = 100
 
@@ -167,104 +169,117 @@ def contents_hint(format: Format) -> str:
     return f"Contents of archived pages (earlier in this conversation). To read page N in full, {how}."
 
 
-# ---- calls --------------------------------------------------------------------------------------
+# ---- requests -----------------------------------------------------------------------------------
 
 
-class _RefusedError(Exception):
-    """A call that will not run; the text is the result the model gets."""
+@dataclass(frozen=True, slots=True)
+class RecallPage:
+    """A checked call of ``recall_page``."""
+
+    page_index: int
 
 
-class _FailedError(Exception):
-    """A recall tool that ran and failed (a page that does not exist)."""
+@dataclass(frozen=True, slots=True)
+class ListPages:
+    """A checked call of ``list_pages``: ``limit`` is at most :data:`MAX_LIST`."""
+
+    limit: int
+
+
+ToolCall = RecallPage | ListPages
+
+
+@dataclass(frozen=True, slots=True)
+class InWindow:
+    """What ``recall_page`` of a page still in the window gives: nothing to recall."""
+
+    page_index: int
+
+
+#: What running a call gives: the recalled page (or :class:`InWindow`), or the listing.
+ToolResult = Page | InWindow | list[PageListing]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A model's call of the recall tools, parsed. ``calls``: what to run, in order (none when it is
+    refused); ``refusal``: why it will not run, for the model to read. ``format`` and
+    ``reply_to`` (the id of an OpenAI call or an Anthropic block) say how to answer; ``program``
+    is the ATTP code that builds its result from the calls' (None, with no refusal, for an ATTP
+    answer whose status is ``"fail"``: nothing runs)."""
+
+    format: Format
+    reply_to: str | None
+    calls: tuple[ToolCall, ...] = ()
+    refusal: str | None = None
+    program: attp.Program | None = None
 
 
 def _value(tool: _Tool, param: _Param, value: object) -> int:
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int) or value < param.minimum:
-        raise _RefusedError(f"{tool.name}: {param.name} must be an integer >= {param.minimum}, got {value!r}")
+        raise RefusedError(f"{tool.name}: {param.name} must be an integer >= {param.minimum}, got {value!r}")
     return value
 
 
-def _bind(name: str, args: list[object], kwargs: dict[str, object]) -> tuple[_Tool, dict[str, int]]:
-    """Check a call of a recall tool against its signature; the arguments by name."""
+def _bind(name: str, args: list[object], kwargs: dict[str, object]) -> ToolCall:
+    """Check a call of a recall tool against its signature: the call, or :class:`RefusedError`."""
     tool = _BY_NAME.get(name)
     if tool is None:
-        raise _RefusedError(f"{name!r} is not a recall tool (only {RECALL_PAGE} and {LIST_PAGES} run here)")
+        raise RefusedError(f"{name!r} is not a recall tool (only {RECALL_PAGE} and {LIST_PAGES} run here)")
     if len(args) > len(tool.params):
-        raise _RefusedError(f"{name}: takes at most {len(tool.params)} argument(s), got {len(args)}")
+        raise RefusedError(f"{name}: takes at most {len(tool.params)} argument(s), got {len(args)}")
     bound: dict[str, int] = {}
     for param, value in zip(tool.params, args, strict=False):
         bound[param.name] = _value(tool, param, value)
     known = {p.name: p for p in tool.params}
     for key, value in kwargs.items():
         if key not in known:
-            raise _RefusedError(f"{name}: unknown argument {key!r} (expected {', '.join(known)})")
+            raise RefusedError(f"{name}: unknown argument {key!r} (expected {', '.join(known)})")
         if key in bound:
-            raise _RefusedError(f"{name}: argument {key!r} given twice")
+            raise RefusedError(f"{name}: argument {key!r} given twice")
         bound[key] = _value(tool, known[key], value)
     for param in tool.params:
         if param.name not in bound:
             if param.default is None:
-                raise _RefusedError(f"{name}: missing argument {param.name!r}")
+                raise RefusedError(f"{name}: missing argument {param.name!r}")
             bound[param.name] = param.default
-    return tool, bound
-
-
-def _run(ctx: ContextSystem, tool: _Tool, args: dict[str, int]) -> Any:
-    """Run a bound call: the page (or listing) as JSON-able data."""
     if tool.name == RECALL_PAGE:
-        index = args["page_index"]
-        if ctx.is_active(index):
-            return {"page": index, "in_window": True, "note": f"page {index} is still in the conversation above"}
-        try:
-            page = ctx.recall(index)
-        except PageError as e:
-            raise _FailedError(str(e)) from None
-        return {"page": page.index, "messages": page.messages()}
-    listing = ctx.list_pages(min(args["limit"], MAX_LIST))
-    return [
-        {
-            "index": p.index,
-            "summary": p.summary,
-            "recall_count": p.recall_count,
-            "rounds_since_recall": p.rounds_since_recall,
-        }
-        for p in listing
-    ]
+        return RecallPage(bound["page_index"])
+    return ListPages(min(bound["limit"], MAX_LIST))
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _refusal_text(reason: str) -> str:
-    return (
-        f"Refused: {reason}. Only {RECALL_PAGE}(page_index) and {LIST_PAGES}(limit) can be called here, "
-        "with literal arguments."
-    )
-
-
-def _native(ctx: ContextSystem, name: object, arguments: object) -> tuple[str, bool]:
-    """Run an OpenAI or Anthropic call: (result text, is_error)."""
+def _native(format: Format, reply_to: str, name: object, arguments: object) -> Request:
+    """An OpenAI or Anthropic call: one tool call, or a refusal."""
     try:
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except json.JSONDecodeError as e:
-                raise _RefusedError(f"the arguments are not valid JSON ({e.msg})") from None
+                raise RefusedError(f"the arguments are not valid JSON ({e.msg})") from None
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict):
-            raise _RefusedError(f"the arguments must be a JSON object, got {type(arguments).__name__}")
+            raise RefusedError(f"the arguments must be a JSON object, got {type(arguments).__name__}")
         if not isinstance(name, str):
-            raise _RefusedError(f"the tool name must be a string, got {type(name).__name__}")
-        tool, bound = _bind(name, [], arguments)
-        return _json(_run(ctx, tool, bound)), False
-    except _RefusedError as e:
-        return _refusal_text(str(e)), True
-    except _FailedError as e:
-        return f"Error: {e}", True
+            raise RefusedError(f"the tool name must be a string, got {type(name).__name__}")
+        return Request(format, reply_to, (_bind(name, [], arguments),))
+    except RefusedError as e:
+        return Request(format, reply_to, refusal=str(e))
+
+
+def _attp(text: str) -> Request:
+    """ATTP text: the calls its code makes, every one checked against its signature before any
+    runs; or a refusal."""
+    try:
+        program = attp.parse(text, tuple(_BY_NAME))
+        if program is None:
+            return Request("attp", None)
+        calls = tuple(_bind(name, args, kwargs) for name, args, kwargs in program.calls)
+        return Request("attp", None, calls, program=program)
+    except RefusedError as e:
+        return Request("attp", None, refusal=str(e))
 
 
 def _plain(call: object) -> object:
@@ -282,7 +297,7 @@ def _is_openai(call: object) -> bool:
 
 def is_recall_call(call: object) -> bool:
     """True when ``call`` (OpenAI tool call, Anthropic ``tool_use`` block, or ATTP text) is meant
-    for the recall tools, so an agent loop knows to send it to :func:`handle_tool_call`. ATTP text
+    for the recall tools, so an agent loop knows to send it to the context system. ATTP text
     counts when its code names a recall tool."""
     call = _plain(call)
     if isinstance(call, dict) and _is_anthropic(call):
@@ -294,33 +309,93 @@ def is_recall_call(call: object) -> bool:
     return False
 
 
-def handle_tool_call(ctx: ContextSystem, call: object) -> Message:
-    """Answer a model's call of a recall tool (see the module's documentation). O(page size)."""
+def parse_call(call: object) -> Request:
+    """The request a model's call of the recall tools makes (see the module's documentation).
+    What the model wrote never raises: a bad call is a refused request. Only a call that cannot
+    be answered raises :class:`~memci.InvalidOperationError`: a tool call or block without a
+    string id, or something that is no tool call at all. O(call size)."""
     call = _plain(call)
     if _is_anthropic(call):
         assert isinstance(call, dict)
         use_id = call.get("id")
         if not isinstance(use_id, str):
             raise InvalidOperationError("handle_tool_call: a tool_use block needs a string 'id' to answer")
-        text, error = _native(ctx, call.get("name"), call.get("input"))
-        block: Message = {"type": "tool_result", "tool_use_id": use_id, "content": text}
-        if error:
-            block["is_error"] = True
-        return block
+        return _native("anthropic", use_id, call.get("name"), call.get("input"))
     if _is_openai(call):
         assert isinstance(call, dict)
         call_id = call.get("id")
         if not isinstance(call_id, str):
             raise InvalidOperationError("handle_tool_call: an OpenAI tool call needs a string 'id' to answer")
         function = call["function"]
-        text, _ = _native(ctx, function.get("name"), function.get("arguments"))
-        return {"role": "tool", "tool_call_id": call_id, "content": text}
+        return _native("openai", call_id, function.get("name"), function.get("arguments"))
     if isinstance(call, str):
-        return {"role": "user", "content": _attp(ctx, call)}
+        return _attp(call)
     raise InvalidOperationError(
         "handle_tool_call: expected an OpenAI tool call (a dict with 'function'), an Anthropic tool_use "
         f"block (a dict with type 'tool_use') or ATTP TOML text, got {type(call).__name__}"
     )
+
+
+# ---- answers --------------------------------------------------------------------------------------
+
+
+def _data(result: ToolResult) -> Any:
+    """A tool's result as JSON-able data."""
+    if isinstance(result, Page):
+        return {"page": result.index, "messages": result.messages()}
+    if isinstance(result, InWindow):
+        index = result.page_index
+        return {"page": index, "in_window": True, "note": f"page {index} is still in the conversation above"}
+    return [
+        {
+            "index": p.index,
+            "summary": p.summary,
+            "recall_count": p.recall_count,
+            "rounds_since_recall": p.rounds_since_recall,
+        }
+        for p in result
+    ]
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _refusal_text(reason: str) -> str:
+    return (
+        f"Refused: {reason}. Only {RECALL_PAGE}(page_index) and {LIST_PAGES}(limit) can be called here, "
+        "with literal arguments."
+    )
+
+
+def _attp_answer(request: Request, results: Sequence[ToolResult], failure: str | None) -> str:
+    if request.refusal is not None:
+        return attp.result_text("refused", message=_refusal_text(request.refusal))
+    if request.program is None:
+        return attp.result_text("skipped", message="the tool_call status is fail: nothing was run")
+    if failure is not None:
+        return attp.result_text("error", message=failure)
+    return attp.result_text("success", result=_json(request.program.result([_data(r) for r in results])))
+
+
+def answer(request: Request, results: Sequence[ToolResult], failure: str | None = None) -> Message:
+    """The message that answers ``request``, given the results of its calls, in order, and
+    ``failure``: the error of the call that failed, if one did (the calls after it did not run).
+    O(results)."""
+    if request.format == "attp":
+        return {"role": "user", "content": _attp_answer(request, results, failure)}
+    if request.refusal is not None:
+        text, error = _refusal_text(request.refusal), True
+    elif failure is not None:
+        text, error = f"Error: {failure}", True
+    else:
+        text, error = _json(_data(results[0])), False
+    if request.format == "openai":
+        return {"role": "tool", "tool_call_id": request.reply_to, "content": text}
+    block: Message = {"type": "tool_result", "tool_use_id": request.reply_to, "content": text}
+    if error:
+        block["is_error"] = True
+    return block
 
 
 def is_tool_result(message: Message) -> bool:
@@ -336,155 +411,3 @@ def is_tool_result(message: Message) -> bool:
         and bool(content)
         and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
     )
-
-
-# ---- ATTP ---------------------------------------------------------------------------------------
-
-
-def _toml_str(text: str) -> str:
-    """A TOML basic string: JSON's escapes are TOML's, but for DEL, which TOML wants escaped."""
-    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007F")
-
-
-def _toml_text(text: str) -> str:
-    """A TOML string the model reads easily: a multi-line literal string (no escapes) when the text
-    allows one, otherwise a basic string."""
-    if "'''" in text or text.endswith("'") or "\x7f" in text or any(ord(c) < 0x20 and c not in "\t\n" for c in text):
-        return _toml_str(text)
-    return f"'''\n{text}'''"
-
-
-def _attp_result(status: str, **fields: str) -> str:
-    lines = [ATTP_RESULT_HEADER, f"status = {_toml_str(status)}"]
-    lines += [f"{k} = {_toml_text(v)}" for k, v in fields.items()]
-    return "\n".join(lines) + "\n"
-
-
-class _Program:
-    """ATTP code checked statement by statement; nothing runs until all of it is accepted."""
-
-    def __init__(self, code: str) -> None:
-        try:
-            tree = ast.parse(code, mode="exec")
-        except SyntaxError as e:
-            raise _RefusedError(f"the code is not valid Python ({e.msg}, line {e.lineno})") from None
-        self.body = tree.body
-        self.calls = 0
-        self.names: set[str] = set()
-        for stmt in self.body:
-            self._statement(stmt)
-        if "__result__" not in self.names:
-            raise _RefusedError("the code must assign its result to __result__")
-
-    def _statement(self, stmt: ast.stmt) -> None:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            self._expr(stmt.value)
-            self.names.add(stmt.targets[0].id)
-        elif isinstance(stmt, ast.Expr):
-            self._expr(stmt.value)
-        else:
-            raise _RefusedError(
-                f"line {stmt.lineno}: {type(stmt).__name__} is not allowed (only name = value and tool calls)"
-            )
-
-    def _expr(self, node: ast.expr) -> None:
-        if isinstance(node, ast.Call):
-            if not isinstance(node.func, ast.Name) or node.func.id not in _BY_NAME:
-                raise _RefusedError(f"line {node.lineno}: only {RECALL_PAGE} and {LIST_PAGES} can be called")
-            for arg in [*node.args, *(k.value for k in node.keywords)]:
-                self._literal(arg)
-            # `*xs` never gets here (a starred argument is not a literal); `**{...}` does.
-            if any(k.arg is None for k in node.keywords):
-                raise _RefusedError(f"line {node.lineno}: * and ** arguments are not allowed")
-            self.calls += 1
-            if self.calls > MAX_ATTP_CALLS:
-                raise _RefusedError(f"at most {MAX_ATTP_CALLS} tool calls per tool_call block")
-        elif isinstance(node, ast.Name):
-            if node.id not in self.names:
-                raise _RefusedError(f"line {node.lineno}: {node.id!r} is not defined")
-        elif isinstance(node, ast.List | ast.Tuple):
-            for item in node.elts:
-                self._expr(item)
-        elif isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values, strict=True):
-                if key is None:
-                    raise _RefusedError(f"line {node.lineno}: ** in a dict is not allowed")
-                self._literal(key)
-                self._expr(value)
-        else:
-            self._literal(node)
-
-    @staticmethod
-    def _literal(node: ast.expr) -> object:
-        try:
-            return ast.literal_eval(node)
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            raise _RefusedError(
-                f"line {getattr(node, 'lineno', '?')}: {ast.unparse(node)[:60]!r} is not a literal"
-            ) from None
-
-    def run(self, call: Callable[[str, list[object], dict[str, object]], Any]) -> Any:
-        env: dict[str, Any] = {}
-
-        def value(node: ast.expr) -> Any:
-            if isinstance(node, ast.Call):
-                assert isinstance(node.func, ast.Name)
-                args = [self._literal(a) for a in node.args]
-                kwargs = {str(k.arg): self._literal(k.value) for k in node.keywords}
-                return call(node.func.id, args, kwargs)
-            if isinstance(node, ast.Name):
-                return env[node.id]
-            if isinstance(node, ast.List | ast.Tuple):
-                return [value(item) for item in node.elts]
-            if isinstance(node, ast.Dict):
-                return {str(self._literal(k)): value(v) for k, v in zip(node.keys, node.values, strict=True) if k}
-            return self._literal(node)
-
-        for stmt in self.body:
-            if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
-                env[stmt.targets[0].id] = value(stmt.value)
-            elif isinstance(stmt, ast.Expr):
-                value(stmt.value)
-        return env["__result__"]
-
-
-def _attp(ctx: ContextSystem, text: str) -> str:
-    try:
-        try:
-            doc = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            raise _RefusedError(f"the answer is not valid TOML ({e})") from None
-        table = doc.get("tool_call")
-        if not isinstance(table, dict):
-            raise _RefusedError("the answer has no [tool_call] table")
-        status = table.get("status")
-        if status == "fail":
-            return _attp_result("skipped", message="the tool_call status is fail: nothing was run")
-        if status != "success":
-            raise _RefusedError(f'the tool_call status must be "success" or "fail", got {status!r}')
-        code = table.get("code")
-        if not isinstance(code, str):
-            raise _RefusedError("the tool_call has no code string")
-        if len(code) > MAX_ATTP_CODE:
-            raise _RefusedError(f"the code is {len(code)} characters long (at most {MAX_ATTP_CODE})")
-        program = _Program(code)
-        for name, args, kwargs in _planned_calls(program):
-            _bind(name, args, kwargs)  # every call is checked against its signature before any runs
-        result = program.run(lambda name, args, kwargs: _run(ctx, *_bind(name, args, kwargs)))
-        return _attp_result("success", result=_json(result))
-    except _RefusedError as e:
-        return _attp_result("refused", message=_refusal_text(str(e)))
-    except _FailedError as e:
-        return _attp_result("error", message=str(e))
-
-
-def _planned_calls(program: _Program) -> list[tuple[str, list[object], dict[str, object]]]:
-    """Every tool call in the program with its literal arguments, in source order."""
-    out: list[tuple[str, list[object], dict[str, object]]] = []
-    for stmt in program.body:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                args = [program._literal(a) for a in node.args]
-                kwargs = {str(k.arg): program._literal(k.value) for k in node.keywords}
-                out.append((node.func.id, args, kwargs))
-    return out

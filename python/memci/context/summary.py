@@ -15,13 +15,11 @@ import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from memci import _core
+from memci.context.page import Page
 from memci.errors import SummaryError
-
-if TYPE_CHECKING:
-    from memci.context.system import Page
 
 __all__ = [
     "CallableSummarizer",

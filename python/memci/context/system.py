@@ -1,4 +1,4 @@
-"""The paged context system (seed 004; the contract is DESIGN.md's "Context system").
+"""The paged context system: :class:`ContextSystem`.
 
 The window the model sees has two segments. The **system segment** holds the system prompt and the
 description of the recall tools. The **common segment** holds the **archive chapter**, which the
@@ -6,7 +6,9 @@ model sees as one system message, the **contents page**, and the **active chapte
 ``active_pages`` pages, in full. A **page** is one user interaction: a user message and the
 assistant and tool messages it caused, each an **entry**. Pages live in the Rust core as runs of
 nodes over one shared chain (:class:`memci._core.PageWindow`); archiving a page unlinks its run in
-O(1). The policies (when a page leaves the window, when a contents entry is dropped) are here.
+O(1). When a page leaves the window is decided here; when a contents entry is dropped, in
+:mod:`~memci.context.contents`. The recall tools' calls are parsed and answered by
+:mod:`~memci.context.recall` and run here; the saved state is :mod:`~memci.context.state`.
 
 Semantics and decisions: ``docs/context-system.md``.
 """
@@ -15,13 +17,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, overload
+from typing import Any, Literal, cast, overload
 
 from memci import _core, tokens
 from memci.context import recall
 from memci.context.contents import (
-    RULES,
     ArchiveChapter,
     ArchivePolicy,
     ContentsEntry,
@@ -29,46 +29,19 @@ from memci.context.contents import (
     PageListing,
     RoundResult,
 )
+from memci.context.page import Message, Page
+from memci.context.recall import InWindow, ListPages, ToolCall, ToolResult
 from memci.context.search import PageSearch, SearchHit, page_text
+from memci.context.state import SavedState
 from memci.context.summary import PageSummary, Summarizer, as_summarizer, checked
 from memci.errors import ContextOverflowError, InvalidMessageError, InvalidOperationError, PageError, StateError
 from memci.sanitize import sanitize_messages
 from memci.storage import MemoryStorage, Storage
 from memci.tokens import Counter
 
-__all__ = ["ContextSystem", "Entry", "Page"]
+__all__ = ["ContextSystem"]
 
-Message = dict[str, Any]
-STATE_VERSION = 1
-STATE_KIND = "memci.ContextSystem"
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One message of a page: its role and the message (a dict of its own)."""
-
-    role: str
-    message: Message
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    """One user interaction: its index (from 1) and its entries, in order. A snapshot taken when
-    it was read; the dicts are the caller's to keep."""
-
-    index: int
-    entries: tuple[Entry, ...]
-
-    @classmethod
-    def of(cls, index: int, messages: Sequence[Message]) -> Page:
-        return cls(index, tuple(Entry(m["role"], m) for m in messages))
-
-    def messages(self) -> list[Message]:
-        """The entries' messages, in order."""
-        return [e.message for e in self.entries]
-
-
-ToolFormat = Literal["openai", "anthropic", "attp"]
+ToolFormat = recall.Format
 
 
 class _Tokens:
@@ -96,6 +69,34 @@ class _Tokens:
 
     def messages(self, messages: list[Message]) -> int:
         return tokens.count_messages(messages, self.encoding, counter=self.counter)
+
+
+class _Lock:
+    """The system's lock: a plain (not re-entrant) lock that refuses a call from the thread that
+    holds it, which only a summarizer, counter or storage calling back into the system it serves
+    can make, with :class:`~memci.InvalidOperationError` instead of a deadlock. No method of the
+    system calls another that locks."""
+
+    __slots__ = ("_lock", "_owner")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        #: The thread holding the lock (only that thread sets it to its own id).
+        self._owner: int | None = None
+
+    def __enter__(self) -> None:
+        me = threading.get_ident()
+        if self._owner == me:
+            raise InvalidOperationError(
+                "ContextSystem: called back from its own summarizer, counter or storage while it works "
+                "(its methods are not re-entrant)"
+            )
+        self._lock.acquire()
+        self._owner = me
+
+    def __exit__(self, *_: object) -> None:
+        self._owner = None
+        self._lock.release()
 
 
 def _system_message(prompt: str | Message) -> Message:
@@ -126,7 +127,8 @@ class ContextSystem:
     the open one), call ``end_round`` when a round of conversation is over, and send the model
     ``build_messages()`` with ``tool_definitions()``. Answer its recall calls with
     ``handle_tool_call`` and ``add`` the result like any tool result. Methods are atomic with
-    respect to each other (one lock); the storage's own calls happen under it.
+    respect to each other (one lock); the storage's own calls happen under it, and so do the
+    summarizer's and the counter's: none of them may call back into the system.
     """
 
     def __init__(
@@ -170,7 +172,7 @@ class ContextSystem:
         self._tokens = _Tokens(encoding, counter)
         self._summarizer = as_summarizer(summarizer)
         self._storage: Storage = MemoryStorage() if storage is None else storage
-        self._lock = threading.RLock()
+        self._lock = _Lock()
         self._round = 0
         self._window = _core.PageWindow()
         note = {"role": "system", "content": recall.system_note(tools)}
@@ -363,16 +365,19 @@ class ContextSystem:
         page); an active page is returned as it is. :class:`~memci.PageError` if no such page.
         O(page) plus one storage read."""
         with self._lock:
-            index = self._check_index(page_index)
-            if self.is_active(index):
-                return Page.of(index, self._window.page(index))
-            stored = self._stored(index)
+            return self._recall(page_index)
 
-            def restore() -> tuple[str, tuple[str, ...], int]:
-                return stored["summary"], tuple(map(str, stored["entry_summaries"])), stored["archived_round"]
+    def _recall(self, page_index: object) -> Page:
+        index = self._check_index(page_index)
+        if self.is_active(index):
+            return Page.of(index, self._window.page(index))
+        stored = self._stored(index)
 
-            self._archive.recall(index, self._round, restore)
-            return Page.of(index, stored["messages"])
+        def restore() -> tuple[str, tuple[str, ...], int]:
+            return stored["summary"], tuple(map(str, stored["entry_summaries"])), stored["archived_round"]
+
+        self._archive.recall(index, self._round, restore)
+        return Page.of(index, stored["messages"])
 
     def list_pages(self, limit: int = 10) -> list[PageListing]:
         """The ``limit`` most recently archived pages on the contents page, newest first, with
@@ -403,9 +408,30 @@ class ContextSystem:
         ``tool_use`` block, or ATTP TOML text) with the result to :meth:`add`: a ``tool`` message,
         a ``tool_result`` block (put it in a user message), or a user message with the ATTP result.
         A recalled page's entries come back in the result, so the page re-enters the window where
-        the model asked for it. Calls of anything else are refused in the result."""
+        the model asked for it. Calls of anything else are refused in the result.
+
+        The call is parsed and checked whole (:func:`memci.context.recall.parse_call`), its tool
+        calls run in order under the lock, and the answer is written from their results."""
+        request = recall.parse_call(call)
         with self._lock:
-            return recall.handle_tool_call(self, call)
+            results, failure = self._run_tools(request.calls)
+        return recall.answer(request, results, failure)
+
+    def _run_tools(self, calls: Sequence[ToolCall]) -> tuple[list[ToolResult], str | None]:
+        """Run the recall tools' calls in order: their results, and the error of the call that
+        failed (a page that does not exist), after which none runs."""
+        results: list[ToolResult] = []
+        for call in calls:
+            if isinstance(call, ListPages):
+                results.append(self._archive.listing(self._round, call.limit))
+            elif self.is_active(call.page_index):
+                results.append(InWindow(call.page_index))
+            else:
+                try:
+                    results.append(self._recall(call.page_index))
+                except PageError as e:
+                    return results, str(e)
+        return results, None
 
     def is_recall_call(self, call: object) -> bool:
         """True when ``call`` is for the recall tools (send it to :meth:`handle_tool_call`)."""
@@ -467,26 +493,28 @@ class ContextSystem:
     def state(self) -> dict[str, Any]:
         """The whole state as a JSON-able dict (what :meth:`save` writes)."""
         with self._lock:
-            return {
-                "version": STATE_VERSION,
-                "kind": STATE_KIND,
-                "round": self._round,
-                "next_index": self._window.next_index,
-                "system_prompt": self._window.messages()[0],
-                "tools": self._tools,
-                "active_pages": self._active_pages,
-                "encoding": self._encoding,
-                "max_context_tokens": self._max_context_tokens,
-                "policy": self._archive.policy.to_dict(),
-                "pages": [{"index": i, "messages": self._window.page(i)} for i in self._window.page_indices()],
-                "contents": [e.to_dict() for e in self._archive.entries.values()],
-                "dropped": [d.to_dict() for d in self._archive.dropped.values()],
-            }
+            return self._saved().to_dict()
+
+    def _saved(self) -> SavedState:
+        window = self._window
+        return SavedState(
+            self._round,
+            window.next_index,
+            window.messages()[0],
+            self._tools,
+            self._active_pages,
+            self._encoding,
+            self._max_context_tokens,
+            self._archive.policy,
+            tuple((i, window.page(i)) for i in window.page_indices()),
+            tuple(self._archive.entries.values()),
+            tuple(self._archive.dropped.values()),
+        )
 
     def save(self) -> None:
         """Write the whole state to the storage (archived pages are already there)."""
         with self._lock:
-            self._storage.save_state(self.state())
+            self._storage.save_state(self._saved().to_dict())
 
     @classmethod
     def load(
@@ -503,98 +531,46 @@ class ContextSystem:
         state = storage.load_state()
         if state is None:
             raise StateError("load: the storage holds no saved state")
-        return _restore(cls, storage, state, summarizer, counter)
-
-
-def _field(state: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str = "state") -> Any:
-    value = state.get(key) if isinstance(state, dict) else None
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
-        raise StateError(f"load: {where}[{key!r}] is {value!r}, expected {getattr(kind, '__name__', kind)}")
-    return value
-
-
-def _entry(raw: object, where: str) -> ContentsEntry:
-    if not isinstance(raw, dict):
-        raise StateError(f"load: {where} is not a dict")
-    try:
-        return ContentsEntry(
-            _field(raw, "index", int, where),
-            _field(raw, "summary", str, where),
-            tuple(_field(raw, "entry_summaries", list, where)),
-            _field(raw, "recall_count", int, where),
-            _field(raw, "last_recall_round", int, where),
-            _field(raw, "archived_round", int, where),
-        )
-    except TypeError as e:
-        raise StateError(f"load: {where}: {e}") from None
-
-
-def _dropped(raw: object, where: str) -> DroppedEntry:
-    if not isinstance(raw, dict):
-        raise StateError(f"load: {where} is not a dict")
-    rule = _field(raw, "rule", str, where)
-    if rule not in RULES:
-        raise StateError(f"load: {where}['rule'] is {rule!r}, expected one of {', '.join(RULES)}")
-    return DroppedEntry(
-        _field(raw, "index", int, where),
-        _field(raw, "recall_count", int, where),
-        _field(raw, "last_recall_round", int, where),
-        _field(raw, "archived_round", int, where),
-        _field(raw, "dropped_round", int, where),
-        rule,
-    )
-
-
-def _restore(
-    cls: type[ContextSystem],
-    storage: Storage,
-    state: dict[str, Any],
-    summarizer: Summarizer | Callable[[str], str] | None,
-    counter: Counter | None,
-) -> ContextSystem:
-    if not isinstance(state, dict):
-        raise StateError(f"load: the saved state is {type(state).__name__}, not a dict")
-    if state.get("version") != STATE_VERSION or state.get("kind") != STATE_KIND:
-        raise StateError(
-            f"load: not a saved {STATE_KIND} of version {STATE_VERSION} "
-            f"(kind {state.get('kind')!r}, version {state.get('version')!r})"
-        )
-    limit = state.get("max_context_tokens")
-    try:
-        ctx = cls(
-            _field(state, "system_prompt", dict),
-            tools=_field(state, "tools", str),
-            active_pages=_field(state, "active_pages", int),
-            storage=storage,
-            summarizer=summarizer,
-            policy=ArchivePolicy.from_dict(_field(state, "policy", dict)),
-            encoding=_field(state, "encoding", str),
-            max_context_tokens=None if limit is None else _field(state, "max_context_tokens", int),
-            counter=counter,
-        )
-    except (InvalidOperationError, InvalidMessageError, TypeError) as e:
-        raise StateError(f"load: {e}") from None
-    ctx._round = _field(state, "round", int)
-    pages = _field(state, "pages", list)
-    for i, page in enumerate(pages):
-        where = f"state['pages'][{i}]"
+        saved = SavedState.from_dict(state)
         try:
-            ctx._window.open_page_at(_field(page, "index", int, where), _field(page, "messages", list, where))
-        except (InvalidOperationError, InvalidMessageError) as e:
-            raise StateError(f"load: {where}: {e}") from None
-    next_index = _field(state, "next_index", int)
-    if next_index != ctx._window.next_index:
-        raise StateError(
-            f"load: state['next_index'] is {next_index}, but the active pages make it {ctx._window.next_index}"
+            ctx = cls(
+                saved.system_prompt,
+                tools=cast(ToolFormat, saved.tools),  # the constructor checks it
+                active_pages=saved.active_pages,
+                storage=storage,
+                summarizer=summarizer,
+                policy=saved.policy,
+                encoding=saved.encoding,
+                max_context_tokens=saved.max_context_tokens,
+                counter=counter,
+            )
+        except (InvalidOperationError, InvalidMessageError, TypeError) as e:
+            raise StateError(f"load: {e}") from None
+        ctx._restore(saved)
+        return ctx
+
+    def _restore(self, saved: SavedState) -> None:
+        """Take up ``saved`` in a new system built with its settings: the round, the active pages
+        (the core checks their messages), the contents and dropped entries; search is rebuilt
+        from the storage's pages."""
+        self._round = saved.round
+        for i, (index, messages) in enumerate(saved.pages):
+            try:
+                self._window.open_page_at(index, messages)
+            except (InvalidOperationError, InvalidMessageError) as e:
+                raise StateError(f"load: state['pages'][{i}]: {e}") from None
+        if saved.next_index != self._window.next_index:
+            raise StateError(
+                f"load: state['next_index'] is {saved.next_index}, but the active pages make it "
+                f"{self._window.next_index}"
+            )
+        for entry in saved.contents:
+            self._archive.add(entry)
+        for gone in saved.dropped:
+            self._archive.dropped[gone.index] = gone
+        storage = self._storage
+        self._search.extend(
+            (index, page_text(stored))
+            for index in storage.page_indices()
+            if (stored := storage.get_page(index)) is not None
         )
-    for i, raw in enumerate(_field(state, "contents", list)):
-        ctx._archive.add(_entry(raw, f"state['contents'][{i}]"))
-    for i, raw in enumerate(_field(state, "dropped", list)):
-        gone = _dropped(raw, f"state['dropped'][{i}]")
-        ctx._archive.dropped[gone.index] = gone
-    ctx._search.extend(
-        (index, page_text(stored))
-        for index in storage.page_indices()
-        if (stored := storage.get_page(index)) is not None
-    )
-    return ctx

@@ -1,0 +1,141 @@
+"""The saved state of a context system: :class:`SavedState`, what ``ContextSystem.save`` writes
+and ``ContextSystem.load`` reads, as a JSON-able dict with a version and a kind.
+
+Reading checks the whole dict's shape, field by field, before anything is built: every fault is
+a :class:`~memci.StateError` naming the part (``state['pages'][1]['index']``). What only building
+can check (a message the core refuses, settings the system refuses) is checked by the system
+as it builds itself from the :class:`SavedState`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from memci.context.contents import RULES, ArchivePolicy, ContentsEntry, DroppedEntry
+from memci.context.page import Message
+from memci.errors import InvalidOperationError, StateError
+
+__all__ = ["STATE_KIND", "STATE_VERSION", "SavedState"]
+
+STATE_VERSION = 1
+STATE_KIND = "memci.ContextSystem"
+
+
+@dataclass(frozen=True, slots=True)
+class SavedState:
+    """A context system's whole state: its settings, round, active pages (``(index, messages)``,
+    oldest first, the last one open) and its contents and dropped entries. Archived pages are in
+    the storage, not here."""
+
+    round: int
+    next_index: int
+    system_prompt: Message
+    tools: str
+    active_pages: int
+    encoding: str
+    max_context_tokens: int | None
+    policy: ArchivePolicy
+    pages: tuple[tuple[int, list[Message]], ...]
+    contents: tuple[ContentsEntry, ...]
+    dropped: tuple[DroppedEntry, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-able dict that is saved. O(state)."""
+        return {
+            "version": STATE_VERSION,
+            "kind": STATE_KIND,
+            "round": self.round,
+            "next_index": self.next_index,
+            "system_prompt": self.system_prompt,
+            "tools": self.tools,
+            "active_pages": self.active_pages,
+            "encoding": self.encoding,
+            "max_context_tokens": self.max_context_tokens,
+            "policy": self.policy.to_dict(),
+            "pages": [{"index": index, "messages": messages} for index, messages in self.pages],
+            "contents": [e.to_dict() for e in self.contents],
+            "dropped": [d.to_dict() for d in self.dropped],
+        }
+
+    @classmethod
+    def from_dict(cls, state: object) -> SavedState:
+        """The state :meth:`to_dict` wrote, its shape checked part by part (in that order);
+        :class:`~memci.StateError` names the first part that is wrong. O(state)."""
+        if not isinstance(state, dict):
+            raise StateError(f"load: the saved state is {type(state).__name__}, not a dict")
+        if state.get("version") != STATE_VERSION or state.get("kind") != STATE_KIND:
+            raise StateError(
+                f"load: not a saved {STATE_KIND} of version {STATE_VERSION} "
+                f"(kind {state.get('kind')!r}, version {state.get('version')!r})"
+            )
+        system_prompt = _field(state, "system_prompt", dict)
+        tools = _field(state, "tools", str)
+        active_pages = _field(state, "active_pages", int)
+        try:
+            policy = ArchivePolicy.from_dict(_field(state, "policy", dict))
+        except (InvalidOperationError, TypeError) as e:
+            raise StateError(f"load: {e}") from None
+        encoding = _field(state, "encoding", str)
+        limit = state.get("max_context_tokens")
+        max_context_tokens = None if limit is None else _field(state, "max_context_tokens", int)
+        round_ = _field(state, "round", int)
+        pages = []
+        for i, page in enumerate(_field(state, "pages", list)):
+            where = f"state['pages'][{i}]"
+            pages.append((_field(page, "index", int, where), _field(page, "messages", list, where)))
+        next_index = _field(state, "next_index", int)
+        contents = [_entry(raw, f"state['contents'][{i}]") for i, raw in enumerate(_field(state, "contents", list))]
+        dropped = [_dropped(raw, f"state['dropped'][{i}]") for i, raw in enumerate(_field(state, "dropped", list))]
+        return cls(
+            round_,
+            next_index,
+            system_prompt,
+            tools,
+            active_pages,
+            encoding,
+            max_context_tokens,
+            policy,
+            tuple(pages),
+            tuple(contents),
+            tuple(dropped),
+        )
+
+
+def _field(state: object, key: str, kind: type | tuple[type, ...], where: str = "state") -> Any:
+    value = state.get(key) if isinstance(state, dict) else None
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        raise StateError(f"load: {where}[{key!r}] is {value!r}, expected {getattr(kind, '__name__', kind)}")
+    return value
+
+
+def _entry(raw: object, where: str) -> ContentsEntry:
+    if not isinstance(raw, dict):
+        raise StateError(f"load: {where} is not a dict")
+    try:
+        return ContentsEntry(
+            _field(raw, "index", int, where),
+            _field(raw, "summary", str, where),
+            tuple(_field(raw, "entry_summaries", list, where)),
+            _field(raw, "recall_count", int, where),
+            _field(raw, "last_recall_round", int, where),
+            _field(raw, "archived_round", int, where),
+        )
+    except TypeError as e:
+        raise StateError(f"load: {where}: {e}") from None
+
+
+def _dropped(raw: object, where: str) -> DroppedEntry:
+    if not isinstance(raw, dict):
+        raise StateError(f"load: {where} is not a dict")
+    rule = _field(raw, "rule", str, where)
+    if rule not in RULES:
+        raise StateError(f"load: {where}['rule'] is {rule!r}, expected one of {', '.join(RULES)}")
+    return DroppedEntry(
+        _field(raw, "index", int, where),
+        _field(raw, "recall_count", int, where),
+        _field(raw, "last_recall_round", int, where),
+        _field(raw, "archived_round", int, where),
+        _field(raw, "dropped_round", int, where),
+        rule,
+    )
