@@ -29,13 +29,14 @@ build-dev: install ## Build the extension into .venv (PROFILE=fast: quicker, for
 	$(BIN)/maturin develop --profile $(PROFILE) --extras dev,bench
 
 .PHONY: lint
-lint: build-dev ## cargo fmt, clippy -D warnings, ruff, mypy, stubtest
+lint: build-dev ## cargo fmt, clippy -D warnings, ruff, mypy, stubtest, the import layering
 	cargo fmt --all -- --check
 	cargo clippy --all-targets -q -- -D warnings
 	$(BIN)/ruff check python tests benches
 	$(BIN)/ruff format --check python tests benches
 	$(BIN)/mypy
 	$(PY) -m mypy.stubtest memci._core --allowlist .stubtest-allowlist
+	$(BIN)/lint-imports
 
 .PHONY: redis-server
 redis-server: ## Install redis-server with apt-get if it is missing (the RedisStorage tests skip without it)
@@ -68,4 +69,4 @@ fmt: install ## Format Rust and Python sources
 
 .PHONY: clean
 clean: ## Remove build products and the venv
-	rm -rf target $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf target $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache .hypothesis
