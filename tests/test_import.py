@@ -26,10 +26,36 @@ def loaded_after(code: str) -> set[str]:
     return set(json.loads(done.stdout.splitlines()[-1]))
 
 
-def test_import_memci_loads_no_heavy_or_optional_package_nor_the_cli() -> None:
+def test_import_memci_loads_the_core_but_no_wing_and_no_heavy_or_optional_package() -> None:
     loaded = loaded_after("import memci")
-    assert "memci.context.system" in loaded
+    assert {"memci.array", "memci.ops", "memci.sanitize", "memci.tokens", "memci.usage"} <= loaded
+    lazy = ("memci.context", "memci.storage", "memci.formats", "memci.cli")
+    assert sorted(m for m in loaded if m.startswith(lazy)) == []
+    assert sorted(m for m in loaded if m.split(".")[0] in (*HEAVY, "sqlite3", "tomllib")) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "wing"), [("ContextSystem", "memci.context.system"), ("SqliteStorage", "memci.storage")]
+)
+def test_a_wings_name_loads_its_wing_on_first_use_and_still_no_heavy_package(name: str, wing: str) -> None:
+    loaded = loaded_after(f"import memci\nmemci.{name}")
+    assert wing in loaded
     assert sorted(m for m in loaded if m.split(".")[0] in HEAVY or m.startswith("memci.cli")) == []
+
+
+def test_a_wings_names_are_its_modules_own_listed_and_nothing_else_is_made_up() -> None:
+    done = run(
+        "import memci, memci.context.system as system, memci.storage as storage\n"
+        "assert memci.ContextSystem is system.ContextSystem and memci.Storage is storage.Storage\n"
+        "assert memci.storage is storage and {'ContextSystem', 'context', 'formats', 'storage'} <= set(dir(memci))\n"
+        "from memci import *\n"
+        "print(ContextSystem.__module__, DirectoryStorage.__module__)\n"
+        "try:\n    memci.NoSuchName\nexcept AttributeError as e:\n    print(e)"
+    )
+    assert done.stdout.splitlines() == [
+        "memci.context.system memci.storage.directory",
+        "module 'memci' has no attribute 'NoSuchName'",
+    ]
 
 
 def test_the_top_level_names_are_all_there_without_the_heavy_packages() -> None:

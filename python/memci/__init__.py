@@ -7,18 +7,20 @@
 [{'role': 'user', 'content': 'hi'}]
 
 See :class:`MessageArray`, the configs of :mod:`memci.ops`, and ``docs/message-array.md``.
+
+``import memci`` loads the core modules only. The context system and the stores (the wings
+:mod:`memci.context` and :mod:`memci.storage`) load when one of their names is first used,
+:mod:`memci.formats` when it is first used, and numpy when ``MessageArray.indices`` is first
+called.
 """
 
+import importlib
 import logging
+from typing import TYPE_CHECKING, Any
 
-from memci import formats, ops, tokens
+from memci import ops, tokens
 from memci._core import __version__
 from memci.array import MessageArray
-from memci.context.contents import ArchivePolicy, ContentsEntry, DroppedEntry, PageListing, RoundResult
-from memci.context.page import Entry, Page
-from memci.context.search import PageSearch, SearchHit
-from memci.context.summary import CallableSummarizer, ExtractiveSummarizer, PageSummary, Summarizer
-from memci.context.system import ContextSystem
 from memci.errors import (
     BatchError,
     ContextOverflowError,
@@ -33,8 +35,48 @@ from memci.errors import (
 )
 from memci.results import BatchSnapshot, OperationResult, Stats
 from memci.sanitize import RemovedMessage, SanitizeResult, ValidationResult, sanitize_messages, validate_messages
-from memci.storage import DirectoryStorage, MemoryStorage, RedisStorage, SqliteStorage, Storage
 from memci.usage import TokenUsage, Usage, UsageRecord
+
+if TYPE_CHECKING:
+    from memci import context as context
+    from memci import formats
+    from memci import storage as storage
+    from memci.context.contents import ArchivePolicy, ContentsEntry, DroppedEntry, PageListing, RoundResult
+    from memci.context.page import Entry, Page
+    from memci.context.search import PageSearch, SearchHit
+    from memci.context.summary import CallableSummarizer, ExtractiveSummarizer, PageSummary, Summarizer
+    from memci.context.system import ContextSystem
+    from memci.storage import DirectoryStorage, MemoryStorage, RedisStorage, SqliteStorage, Storage
+
+#: The names of the wings, by the module that defines them: imported on first use.
+_WINGS = {
+    "memci.context.contents": ("ArchivePolicy", "ContentsEntry", "DroppedEntry", "PageListing", "RoundResult"),
+    "memci.context.page": ("Entry", "Page"),
+    "memci.context.search": ("PageSearch", "SearchHit"),
+    "memci.context.summary": ("CallableSummarizer", "ExtractiveSummarizer", "PageSummary", "Summarizer"),
+    "memci.context.system": ("ContextSystem",),
+    "memci.storage": ("DirectoryStorage", "MemoryStorage", "RedisStorage", "SqliteStorage", "Storage"),
+}
+_LAZY = {name: module for module, names in _WINGS.items() for name in names}
+_LAZY_MODULES = ("context", "formats", "storage")
+
+if not TYPE_CHECKING:  # to the type checker the names above are plain imports
+
+    def __getattr__(name: str) -> Any:
+        """A wing's name (or the wing itself), imported on first use and kept."""
+        if name in _LAZY_MODULES:
+            value = importlib.import_module(f"memci.{name}")
+        elif name in _LAZY:
+            value = getattr(importlib.import_module(_LAZY[name]), name)
+        else:
+            raise AttributeError(f"module 'memci' has no attribute {name!r}")
+        globals()[name] = value
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY, *_LAZY_MODULES})
+
 
 # memci logs its warnings (a sanitized history, a prompt over its limit) on the "memci" logger. A
 # library leaves the output to the program: without this handler, logging's last resort would print

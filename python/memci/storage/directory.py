@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import uuid
 from pathlib import Path
 
 from memci.errors import StorageError
@@ -52,7 +51,7 @@ def _fsync_dir(path: Path) -> None:
 def write_atomic(path: Path, text: str, *, fsync: bool = True) -> None:
     """Replace ``path`` by ``text`` (UTF-8) so that a reader, or a crash, sees the old file or the
     new one, never a part: temporary file, flush, fsync, ``os.replace``, fsync of the folder."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.urandom(16).hex()}.tmp")  # as unique as a uuid4, without uuid's imports
     try:
         with open(tmp, "xb") as f:
             f.write(text.encode("utf-8"))
