@@ -18,6 +18,7 @@ from memci.context.summary import CallableSummarizer, ExtractiveSummarizer, Page
 from memci.context.system import ContextSystem, Entry, Page
 from memci.errors import (
     BatchError,
+    ConflictError,
     ContextOverflowError,
     InvalidMessageError,
     InvalidOperationError,
@@ -38,6 +39,7 @@ __all__ = [
     "BatchError",
     "BatchSnapshot",
     "CallableSummarizer",
+    "ConflictError",
     "ContentsEntry",
     "ContextOverflowError",
     "ContextSystem",
