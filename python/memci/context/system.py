@@ -13,6 +13,7 @@ Semantics and decisions: ``docs/context-system.md``.
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -181,6 +182,11 @@ class ContextSystem:
             policy, self._tokens.text_message, self._tokens.lines, recall.contents_hint(tools)
         )
         self._search = PageSearch()
+        # Pages archived since the last save: written with the next state, in one commit (a crash
+        # before it leaves the store at the last save, with no page it does not name).
+        self._pending: dict[int, dict[str, Any]] = {}
+        # The revision of the state this system was loaded from or last saved as (0: never saved).
+        self._revision = 0
 
     # ---- the conversation ------------------------------------------------------------------------
 
@@ -235,8 +241,9 @@ class ContextSystem:
         return ContentsEntry(page.index, summary.summary, summary.entry_summaries, 0, self._round, self._round)
 
     def _archive_pages(self, prepared: list[tuple[Page, PageSummary]]) -> None:
-        """Archive summarised active pages: storage first (the step that can fail), then the O(1)
-        unlink, the contents entry and the search index."""
+        """Archive summarised active pages: the O(1) unlink, the contents entry and the search
+        index; the page waits in ``_pending`` for the next :meth:`save`, which writes it with the
+        state."""
         for page, summary in prepared:
             stored = {
                 "index": page.index,
@@ -245,7 +252,7 @@ class ContextSystem:
                 "entry_summaries": list(summary.entry_summaries),
                 "archived_round": self._round,
             }
-            self._storage.put_page(page.index, stored)
+            self._pending[page.index] = stored
             self._window.detach(page.index)
             self._archive.add(self._new_entry(page, summary))
             self._search.add(page.index, page_text(stored))
@@ -338,8 +345,10 @@ class ContextSystem:
         return page_index
 
     def _stored(self, index: int) -> dict[str, Any]:
-        """Stored page ``index``, checked to be what :meth:`_archive_pages` wrote."""
-        page = self._storage.get_page(index)
+        """Archived page ``index`` (a copy if it awaits the next save; from the storage otherwise),
+        checked to be what :meth:`_archive_pages` wrote."""
+        pending = self._pending.get(index)
+        page = copy.deepcopy(pending) if pending is not None else self._storage.get_page(index)
         if page is None:
             raise PageError(f"recall: page {index} was archived but the storage does not hold it")
         messages = page.get("messages")
@@ -464,12 +473,22 @@ class ContextSystem:
 
     # ---- saving --------------------------------------------------------------------------------------
 
+    def _pages_through(self) -> int:
+        """The highest archived page index (pages leave the window oldest first)."""
+        active = self._window.page_indices()
+        return (active[0] if active else self._window.next_index) - 1
+
     def state(self) -> dict[str, Any]:
-        """The whole state as a JSON-able dict (what :meth:`save` writes)."""
+        """The whole state as a JSON-able dict (what :meth:`save` writes, with the next revision).
+        ``revision`` (absent before the first save) is the revision it was loaded from or last
+        saved as; ``pages_through`` the highest archived page index."""
         with self._lock:
+            revision = {"revision": self._revision} if self._revision else {}
             return {
                 "version": STATE_VERSION,
                 "kind": STATE_KIND,
+                **revision,
+                "pages_through": self._pages_through(),
                 "round": self._round,
                 "next_index": self._window.next_index,
                 "system_prompt": self._window.messages()[0],
@@ -484,9 +503,15 @@ class ContextSystem:
             }
 
     def save(self) -> None:
-        """Write the whole state to the storage (archived pages are already there)."""
+        """Write the pages archived since the last save and the whole state to the storage, as one
+        atomic commit of the next revision. If another writer saved to the same storage since this
+        system was loaded (or last saved), :class:`~memci.ConflictError` is raised and nothing is
+        written: load again, redo the turn, save again."""
         with self._lock:
-            self._storage.save_state(self.state())
+            state = {**self.state(), "revision": self._revision + 1}
+            self._storage.save_state(state, list(self._pending.values()))
+            self._revision += 1
+            self._pending.clear()
 
     @classmethod
     def load(
@@ -575,6 +600,10 @@ def _restore(
     except (InvalidOperationError, InvalidMessageError, TypeError) as e:
         raise StateError(f"load: {e}") from None
     ctx._round = _field(state, "round", int)
+    revision = state.get("revision", 0)
+    if type(revision) is not int or revision < 0:
+        raise StateError(f"load: state['revision'] is {revision!r}, expected an int >= 0")
+    ctx._revision = revision
     pages = _field(state, "pages", list)
     for i, page in enumerate(pages):
         where = f"state['pages'][{i}]"
@@ -592,9 +621,17 @@ def _restore(
     for i, raw in enumerate(_field(state, "dropped", list)):
         gone = _dropped(raw, f"state['dropped'][{i}]")
         ctx._archive.dropped[gone.index] = gone
+    pages_through = ctx._pages_through()
+    if state.get("pages_through", pages_through) != pages_through:
+        raise StateError(
+            f"load: state['pages_through'] is {state.get('pages_through')!r}, but the active pages make it "
+            f"{pages_through}"
+        )
+    # Only the pages this state archived: a page above them is an orphan of a run that died before
+    # its save, which the next archive of that index replaces.
     ctx._search.extend(
         (index, page_text(stored))
         for index in storage.page_indices()
-        if (stored := storage.get_page(index)) is not None
+        if index <= pages_through and (stored := storage.get_page(index)) is not None
     )
     return ctx
