@@ -31,8 +31,8 @@ AGENT = textwrap.dedent(
         store = memci.RedisStorage(where, prefix="crash:")
     if store.load_state() is None:
         ctx = memci.ContextSystem(
-            "You are an agent.", active_pages=3, storage=store, max_context_tokens=1500,
-            policy=memci.ArchivePolicy(contents_max_tokens=200),
+            "You are an agent.", active_pages=4, storage=store, max_context_tokens=1200,
+            policy=memci.ArchivePolicy(contents_max_tokens=300),
         )
     else:
         ctx = memci.ContextSystem.load(store)
@@ -48,8 +48,8 @@ AGENT = textwrap.dedent(
         ctx.add({"role": "user", "content": f"question {n} on topic {n % 7}: " + "words " * (n % 13)})
         call = {"id": f"c{n}", "type": "function", "function": {"name": "look", "arguments": '{"n": %d}' % n}}
         ctx.add({"role": "assistant", "content": None, "tool_calls": [call]})
-        ctx.add({"role": "tool", "tool_call_id": f"c{n}", "content": f"result {n} " + "data " * (n % 11)})
-        ctx.build_messages()  # with max_context_tokens, this may archive more pages
+        ctx.add({"role": "tool", "tool_call_id": f"c{n}", "content": f"result {n} " + "data " * (n * 37 % 400)})
+        ctx.build_messages()  # over max_context_tokens in about half the rounds: archives more pages
         ctx.add({"role": "assistant", "content": f"answer {n}"})
         ctx.end_round()
         if n % 3 == 0:
