@@ -14,6 +14,29 @@ from pathlib import Path
 import memci
 import pytest
 
+
+def test_regression_a_crash_between_an_archive_and_the_next_save_does_not_wedge_the_conversation(
+    tmp_path: Path,
+) -> None:
+    """Pages were written when archived: after a crash the same index was archived again with other
+    content, and every later user message raised StorageError."""
+    store = memci.SqliteStorage(tmp_path / "a.db")
+    ctx = memci.ContextSystem("sys", active_pages=1, storage=store)
+    ctx.add({"role": "user", "content": "q1"})
+    ctx.save()
+    ctx.add({"role": "assistant", "content": "a1"})
+    ctx.add({"role": "user", "content": "q2"})  # archives page 1
+    store.close()  # the process dies here
+    with memci.SqliteStorage(tmp_path / "a.db") as again:
+        ctx2 = memci.ContextSystem.load(again)
+        assert ctx2.search("a1") == [], "nothing of the lost run is searchable"
+        ctx2.add({"role": "assistant", "content": "another a1"})
+        ctx2.add({"role": "user", "content": "q2"})  # archives page 1 again, with other content
+        ctx2.save()
+        assert ctx2.recall(1).messages()[1] == {"role": "assistant", "content": "another a1"}
+        assert [hit.page_index for hit in ctx2.search("another")] == [1]
+
+
 #: Kills per store; each restart must load, agree with itself and carry on.
 KILLS = 20
 
