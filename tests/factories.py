@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -231,3 +232,10 @@ def run_together(*workers: Callable[[], None]) -> None:
     with ThreadPoolExecutor(len(workers)) as pool:
         for future in [pool.submit(go, w) for w in workers]:
             future.result()
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -23,6 +23,7 @@ from memci._core import __version__
 from memci.array import MessageArray
 from memci.errors import (
     BatchError,
+    ConflictError,
     ContextOverflowError,
     InvalidMessageError,
     InvalidOperationError,
@@ -88,6 +89,7 @@ __all__ = [
     "BatchError",
     "BatchSnapshot",
     "CallableSummarizer",
+    "ConflictError",
     "ContentsEntry",
     "ContextOverflowError",
     "ContextSystem",

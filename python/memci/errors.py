@@ -11,6 +11,7 @@ from __future__ import annotations
 
 __all__ = [
     "BatchError",
+    "ConflictError",
     "ContextOverflowError",
     "InvalidMessageError",
     "InvalidOperationError",
@@ -76,3 +77,16 @@ class StorageError(MemciError, ValueError):
     def __init__(self, message: str, where: str | None = None) -> None:
         super().__init__(message)
         self.where = where
+
+
+class ConflictError(StorageError):
+    """A save over a newer state: another writer saved since this state was loaded.
+
+    Nothing was written. ``stored_revision`` is the revision the store holds, ``revision`` the one
+    the refused save carried; reload (``ContextSystem.load``), redo the turn, and save again.
+    """
+
+    def __init__(self, message: str, where: str | None = None, *, revision: int, stored_revision: int) -> None:
+        super().__init__(message, where)
+        self.revision = revision
+        self.stored_revision = stored_revision

@@ -160,3 +160,18 @@ def test_python_dash_m_memci_inspect(db: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "question number 2" in done.stdout
+
+
+@pytest.mark.parametrize("text", ["a [/] b", "[link=https://example.com]click[/link]", "[bold red]loud[/]", "\\[x]"])
+def test_stored_text_is_shown_as_it_is_never_as_markup(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "markup.db"
+    page = {**stored_page(1), "summary": text}
+    page["messages"] = [{"role": "user", "content": text}]
+    page["entry_summaries"] = [text]
+    with SqliteStorage(path) as store:
+        store.put_page(1, page)
+        store.save_state({**STATE, "note": text})
+    for options in ({}, {"page": 1}):
+        status, out = shown(path, **options)
+        assert status == 0
+        assert text in out

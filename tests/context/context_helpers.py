@@ -4,6 +4,7 @@ JSON fails loudly), deterministic token counters, and message builders for scrip
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import memci
@@ -31,7 +32,9 @@ class DictStorage:
     def page_indices(self) -> list[int]:
         return sorted(self.pages)
 
-    def save_state(self, state: dict[str, Any]) -> None:
+    def save_state(self, state: dict[str, Any], pages: Iterable[dict[str, Any]] = ()) -> None:
+        for page in pages:
+            self.put_page(page["index"], page)
         self.state = json.dumps(state)
 
     def load_state(self) -> dict[str, Any] | None:
@@ -42,16 +45,16 @@ class DictStorage:
 
 
 class FailingStorage(DictStorage):
-    """Refuses ``put_page`` while ``failing`` is set."""
+    """Refuses every save while ``failing`` is set, writing nothing."""
 
     def __init__(self) -> None:
         super().__init__()
         self.failing = False
 
-    def put_page(self, index: int, page: dict[str, Any]) -> None:
+    def save_state(self, state: dict[str, Any], pages: Iterable[dict[str, Any]] = ()) -> None:
         if self.failing:
             raise OSError("disk full")
-        super().put_page(index, page)
+        super().save_state(state, pages)
 
 
 def _text(message: Message) -> str:

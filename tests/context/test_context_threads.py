@@ -36,6 +36,7 @@ def test_concurrent_adds_rounds_and_recalls_keep_the_pages_whole() -> None:
     total = THREADS * PAGES_EACH
     assert ctx.round == total
     assert [p.index for p in ctx.pages] == [total - 2, total - 1, total]
+    ctx.save()
     assert storage.page_indices() == list(range(1, total - 2))
     asked = [json.loads(storage.pages[i])["messages"][0]["content"] for i in storage.page_indices()]
     asked += [p.messages()[0]["content"] for p in ctx.pages]

@@ -1,7 +1,10 @@
-"""A hypothesis state machine: random rounds, messages, recalls, saves and loads against the
-pure-Python reference (``context_reference.py``), under random policies."""
+"""A hypothesis state machine: random rounds, messages, recalls, saves, loads and crashes (a system
+dropped without saving, then loaded) against the pure-Python reference (``context_reference.py``),
+under random policies."""
 
 from __future__ import annotations
+
+import copy
 
 import memci
 from context_helpers import DictStorage, FixedSummarizer, pages_counter
@@ -35,6 +38,7 @@ class ContextMachine(RuleBasedStateMachine):
             policy=memci.ArchivePolicy(m, p, cap, trigger, floor),
         )
         self.ref = ReferenceContext(n, m, p, cap, trigger, floor)
+        self.saved: ReferenceContext | None = None  # the reference as of the last save
 
     @rule(text=TEXT)
     def user_message(self, text: str) -> None:
@@ -84,6 +88,15 @@ class ContextMachine(RuleBasedStateMachine):
     @rule()
     def save_and_load(self) -> None:
         self.ctx.save()
+        self.saved = copy.deepcopy(self.ref)
+        self.ctx = memci.ContextSystem.load(self.storage, counter=pages_counter, summarizer=FixedSummarizer())
+
+    @precondition(lambda self: self.saved is not None)
+    @rule()
+    def crash_and_load(self) -> None:
+        """The process dies: whatever happened since the last save is gone, nothing before it."""
+        assert self.saved is not None
+        self.ref = copy.deepcopy(self.saved)
         self.ctx = memci.ContextSystem.load(self.storage, counter=pages_counter, summarizer=FixedSummarizer())
 
     @invariant()
@@ -98,7 +111,7 @@ class ContextMachine(RuleBasedStateMachine):
             (i, c.recall_count, r, rule) for i, (c, r, rule) in sorted(ref.dropped.items())
         ]
         assert ctx.contents_tokens() == 10 * len(ref.entries)
-        assert self.storage.page_indices() == sorted(ref.stored)
+        assert self.storage.page_indices() == sorted(self.saved.stored if self.saved else ())
         assert ctx.round == ref.round
 
 

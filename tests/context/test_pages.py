@@ -19,6 +19,7 @@ from context_helpers import (
     run_rounds,
     tool,
     user,
+    words,
 )
 from memci.context.recall import ATTP_RESULT_HEADER
 
@@ -109,6 +110,8 @@ def test_a_page_opening_beyond_active_pages_archives_the_oldest():
     ctx.add(user("Question 4"))
     assert indices(ctx) == [2, 3, 4]
     assert [e.index for e in ctx.contents] == [1]
+    assert storage.puts == [], "an archived page waits for the next save"
+    ctx.save()
     assert storage.puts == [1]
     stored = storage.get_page(1)
     assert stored is not None
@@ -144,6 +147,7 @@ def test_regression_assistant_entries_stay_in_their_page():
     long_page = [user("plan a trip"), calling("a"), tool("a"), calling("b"), tool("b"), assistant("done")]
     ctx.extend(long_page)
     ctx.add(user("next"))
+    ctx.save()
     stored = storage.get_page(1)
     assert stored is not None
     assert stored["messages"] == long_page
@@ -157,6 +161,7 @@ def test_regression_archive_indices_match_page_indices():
     ctx = make(active_pages=3, storage=storage)
     run_rounds(ctx, 1, 12)
     assert [e.index for e in ctx.contents] == list(range(1, 10))
+    ctx.save()
     assert storage.page_indices() == list(range(1, 10))
     for k in range(1, 10):
         assert ctx.recall(k).messages()[0]["content"].startswith(f"Question {k}:")
@@ -171,18 +176,21 @@ def test_indices_are_never_reused():
         ctx.recall(7)
 
 
-def test_a_failing_storage_leaves_everything_as_it_was():
+def test_a_failing_save_changes_nothing_and_the_next_one_writes_everything():
     storage = FailingStorage()
     ctx = make(active_pages=2, storage=storage)
-    run_rounds(ctx, 1, 2)
+    run_rounds(ctx, 1, 3)
     before = ctx.state()
     storage.failing = True
     with pytest.raises(OSError, match="disk full"):
-        ctx.add(user("Question 3"))
+        ctx.save()
     assert ctx.state() == before
+    assert (storage.state, storage.page_indices()) == (None, [])
+    assert ctx.recall(1).messages() == interaction(1), "the unsaved page is still recallable"
     storage.failing = False
-    assert ctx.add(user("Question 3")) == 3, "the index taken back is given again"
-    assert indices(ctx) == [2, 3]
+    ctx.save()
+    assert storage.page_indices() == [1]
+    assert memci.ContextSystem.load(storage, counter=words).state() == ctx.state()
 
 
 def test_a_summarizer_that_breaks_its_contract_is_named_and_changes_nothing():

@@ -163,6 +163,7 @@ def test_a_dropped_page_stays_stored_and_recall_brings_its_entry_back():
     ctx.add(user("q2"))
     ctx.end_round()
     assert visible(ctx) == []
+    ctx.save()
     assert storage.page_indices() == [1]
     page = ctx.recall(1)
     assert page.messages() == [user("q1")]

@@ -16,9 +16,10 @@ from memci.context import recall
 
 
 def archived(**kwargs: Any) -> memci.ContextSystem:
-    """Pages 1..3 archived (rounds 1..5 run with two active pages)."""
+    """Pages 1..3 archived and saved (rounds 1..5 run with two active pages)."""
     ctx = make(active_pages=2, summarizer=FixedSummarizer(), **kwargs)
     run_rounds(ctx, 1, 5)
+    ctx.save()
     return ctx
 
 

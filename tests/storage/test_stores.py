@@ -7,25 +7,24 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from factories import assert_same, calling, json_values, run_together, tool, user, valid_messages
+from factories import assert_same, calling, free_port, json_values, run_together, tool, user, valid_messages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from memci import DirectoryStorage, MemciError, MemoryStorage, RedisStorage, SqliteStorage, Storage, StorageError
 from memci.storage.json_store import JsonStore
+from memci.storage.sqlite import SCHEMA_VERSION
 
 Page = dict[str, Any]
 Opener = Callable[[], JsonStore]
@@ -46,75 +45,6 @@ def page(index: int, *, text: str = "hello", archived_round: int = 3, **extra: A
         "archived_round": archived_round,
         **extra,
     }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A redis-server of our own on a free loopback port (no persistence), stopped at the end."""
-    pytest.importorskip("redis", reason="the redis package is not installed (pip install 'memci[redis]')")
-    import redis
-
-    exe = shutil.which("redis-server")
-    if exe is None:
-        pytest.skip("redis-server is not installed (`make test` installs it with apt-get where it can)")
-    port = _free_port()
-    server = subprocess.Popen(
-        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        cwd=tmp_path_factory.mktemp("redis"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        client = redis.Redis.from_url(url)
-        for _ in range(100):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if server.poll() is not None:
-                    pytest.skip(f"redis-server exited at start with status {server.returncode}")
-                time.sleep(0.05)
-        else:
-            pytest.skip("redis-server did not answer within 5 s")
-        client.close()
-        yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-
-
-@pytest.fixture(params=["memory", "sqlite", "directory", "redis"])
-def kind(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def opener(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Opener:
-    """Opens the store of ``kind`` at one place; for memory, always the same object (reopening a
-    memory store cannot find anything); for Redis, a prefix of this test's own."""
-    if kind == "memory":
-        only = MemoryStorage()
-        return lambda: only
-    if kind == "sqlite":
-        return lambda: SqliteStorage(tmp_path / "memci.db")
-    if kind == "redis":
-        url, prefix = request.getfixturevalue("redis_url"), f"test-{uuid.uuid4().hex}:"
-        return lambda: RedisStorage(url, prefix=prefix)
-    return lambda: DirectoryStorage(tmp_path / "store")
-
-
-@pytest.fixture
-def store(opener: Opener) -> Iterator[JsonStore]:
-    s = opener()
-    yield s
-    s.close()
 
 
 # ---- the protocol -------------------------------------------------------------------------------
@@ -462,7 +392,7 @@ def test_sqlite_uses_wal_and_a_schema_version_table(tmp_path: Path) -> None:
         s.put_page(1, page(1))
     raw = sqlite3.connect(path)
     assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert raw.execute("SELECT version FROM memci_schema").fetchall() == [(1,)]
+    assert raw.execute("SELECT version FROM memci_schema").fetchall() == [(SCHEMA_VERSION,)]
     (body,) = raw.execute("SELECT body FROM memci_pages WHERE page_index = 1").fetchone()
     raw.close()
     assert json.loads(body) == page(1)
@@ -656,7 +586,7 @@ def test_directory_a_save_that_fails_half_way_keeps_the_old_state(
             s.save_state({"version": 1, "round": 2})
         monkeypatch.undo()
         assert s.load_state() == {"version": 1, "round": 1}
-        assert sorted(p.name for p in root.iterdir()) == ["memci-store.json", "pages", "state.json"]
+        assert sorted(p.name for p in root.iterdir()) == [".lock", "memci-store.json", "pages", "state.json"]
 
 
 # ---- crash safety: a writer killed with SIGKILL in the middle of a save ------------------------
@@ -796,6 +726,6 @@ def test_redis_refuses_foreign_and_newer_schemas_and_damaged_values(redis_url: s
 def test_redis_unreachable_or_a_bad_url_is_a_storage_error() -> None:
     pytest.importorskip("redis")
     with pytest.raises(StorageError, match="cannot reach Redis"):
-        RedisStorage(f"redis://127.0.0.1:{_free_port()}/0")
+        RedisStorage(f"redis://127.0.0.1:{free_port()}/0")
     with pytest.raises(StorageError, match="not a Redis URL"):
         RedisStorage("http://example.com")

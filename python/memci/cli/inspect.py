@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from memci.context.search import message_text
 from memci.context.summary import cut
@@ -72,11 +74,12 @@ def _table(
     lines: bool = False,
     cell_chars: int = CELL_CHARS,
 ) -> Table:
-    table = Table(title=title, title_justify="left", show_lines=lines)
+    # Stored text is shown as it is: Text, never rich markup (a page may hold "[/]" or "[link=...]").
+    table = Table(title=Text(title), title_justify="left", show_lines=lines)
     for header, _ in columns:
         table.add_column(header, overflow="fold")
     for row in rows:
-        table.add_row(*(_cut(get(row), cell_chars) for _, get in columns))
+        table.add_row(*(Text(_cut(get(row), cell_chars)) for _, get in columns))
     return table
 
 
@@ -89,7 +92,8 @@ def _state_tables(state: Mapping[str, Any]) -> list[Table]:
     overview.add_column("key", style="bold")
     overview.add_column("value", overflow="fold")
     for key, value in state.items():
-        overview.add_row(key, _count(len(value), "entry", "entries") if isinstance(value, list) else _cut(value))
+        shown = _count(len(value), "entry", "entries") if isinstance(value, list) else _cut(value)
+        overview.add_row(Text(key), Text(shown))
     out = [overview]
     contents = _records(state.get("contents"))
     if contents:
@@ -147,11 +151,11 @@ def inspect_store(
         if page is not None:
             stored = store.get_page(page)
             if stored is None:
-                out.print(f"{path}: no stored page {page} (stored: {_span(indices)})")
+                out.print(Text(f"{path}: no stored page {page} (stored: {_span(indices)})"))
                 return 1
             out.print(_page_table(page, stored))
             return 0
-        out.print(f"[bold]{store!r}[/bold]: {len(indices)} stored pages ({_span(indices)})")
+        out.print(f"[bold]{escape(repr(store))}[/bold]: {len(indices)} stored pages ({_span(indices)})")
         state = store.load_state()
         if state is None:
             out.print("No saved state.")

@@ -25,8 +25,8 @@ STATE_KIND = "memci.ContextSystem"
 @dataclass(frozen=True, slots=True)
 class SavedState:
     """A context system's whole state: its settings, round, active pages (``(index, messages)``,
-    oldest first, the last one open) and its contents and dropped entries. Archived pages are in
-    the storage, not here."""
+    oldest first, the last one open) and its contents and dropped entries, and the ``revision`` it
+    was loaded from or saved as (0: never saved). Archived pages are in the storage, not here."""
 
     round: int
     next_index: int
@@ -39,12 +39,23 @@ class SavedState:
     pages: tuple[tuple[int, list[Message]], ...]
     contents: tuple[ContentsEntry, ...]
     dropped: tuple[DroppedEntry, ...]
+    revision: int = 0
+
+    @property
+    def pages_through(self) -> int:
+        """The highest archived page index: pages leave the window oldest first, so every page
+        before the first active one (every page, when none is active)."""
+        return min((index for index, _ in self.pages), default=self.next_index) - 1
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON-able dict that is saved. O(state)."""
+        """The JSON-able dict that is saved, with ``revision`` (absent before the first save) and
+        ``pages_through``, the two keys a store checks a save against. O(state)."""
+        revision = {"revision": self.revision} if self.revision else {}
         return {
             "version": STATE_VERSION,
             "kind": STATE_KIND,
+            **revision,
+            "pages_through": self.pages_through,
             "round": self.round,
             "next_index": self.next_index,
             "system_prompt": self.system_prompt,
@@ -87,7 +98,10 @@ class SavedState:
         next_index = _field(state, "next_index", int)
         contents = [_entry(raw, f"state['contents'][{i}]") for i, raw in enumerate(_field(state, "contents", list))]
         dropped = [_dropped(raw, f"state['dropped'][{i}]") for i, raw in enumerate(_field(state, "dropped", list))]
-        return cls(
+        revision = state.get("revision", 0)
+        if type(revision) is not int or revision < 0:
+            raise StateError(f"load: state['revision'] is {revision!r}, expected an int >= 0")
+        saved = cls(
             round_,
             next_index,
             system_prompt,
@@ -99,7 +113,14 @@ class SavedState:
             tuple(pages),
             tuple(contents),
             tuple(dropped),
+            revision,
         )
+        if state.get("pages_through", saved.pages_through) != saved.pages_through:
+            raise StateError(
+                f"load: state['pages_through'] is {state.get('pages_through')!r}, but the active pages make it "
+                f"{saved.pages_through}"
+            )
+        return saved
 
 
 def _field(state: object, key: str, kind: type | tuple[type, ...], where: str = "state") -> Any:

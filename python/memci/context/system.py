@@ -15,6 +15,7 @@ Semantics and decisions: ``docs/context-system.md``.
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, cast, overload
@@ -183,6 +184,11 @@ class ContextSystem:
             policy, self._tokens.text_message, self._tokens.lines, recall.contents_hint(tools)
         )
         self._search = PageSearch()
+        # Pages archived since the last save: written with the next state, in one commit (a crash
+        # before it leaves the store at the last save, with no page it does not name).
+        self._pending: dict[int, dict[str, Any]] = {}
+        # The revision of the state this system was loaded from or last saved as (0: never saved).
+        self._revision = 0
 
     # ---- the conversation ------------------------------------------------------------------------
 
@@ -237,8 +243,9 @@ class ContextSystem:
         return ContentsEntry(page.index, summary.summary, summary.entry_summaries, 0, self._round, self._round)
 
     def _archive_pages(self, prepared: list[tuple[Page, PageSummary]]) -> None:
-        """Archive summarised active pages: storage first (the step that can fail), then the O(1)
-        unlink, the contents entry and the search index."""
+        """Archive summarised active pages: the O(1) unlink, the contents entry and the search
+        index; the page waits in ``_pending`` for the next :meth:`save`, which writes it with the
+        state."""
         for page, summary in prepared:
             stored = {
                 "index": page.index,
@@ -247,7 +254,7 @@ class ContextSystem:
                 "entry_summaries": list(summary.entry_summaries),
                 "archived_round": self._round,
             }
-            self._storage.put_page(page.index, stored)
+            self._pending[page.index] = stored
             self._window.detach(page.index)
             self._archive.add(self._new_entry(page, summary))
             self._search.add(page.index, page_text(stored))
@@ -340,8 +347,10 @@ class ContextSystem:
         return page_index
 
     def _stored(self, index: int) -> dict[str, Any]:
-        """Stored page ``index``, checked to be what :meth:`_archive_pages` wrote."""
-        page = self._storage.get_page(index)
+        """Archived page ``index`` (a copy if it awaits the next save; from the storage otherwise),
+        checked to be what :meth:`_archive_pages` wrote."""
+        pending = self._pending.get(index)
+        page = copy.deepcopy(pending) if pending is not None else self._storage.get_page(index)
         if page is None:
             raise PageError(f"recall: page {index} was archived but the storage does not hold it")
         messages = page.get("messages")
@@ -491,11 +500,12 @@ class ContextSystem:
     # ---- saving --------------------------------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
-        """The whole state as a JSON-able dict (what :meth:`save` writes)."""
+        """The whole state as a JSON-able dict (what :meth:`save` writes, with the next revision):
+        see :meth:`SavedState.to_dict`."""
         with self._lock:
             return self._saved().to_dict()
 
-    def _saved(self) -> SavedState:
+    def _saved(self, revision: int | None = None) -> SavedState:
         window = self._window
         return SavedState(
             self._round,
@@ -509,12 +519,18 @@ class ContextSystem:
             tuple((i, window.page(i)) for i in window.page_indices()),
             tuple(self._archive.entries.values()),
             tuple(self._archive.dropped.values()),
+            self._revision if revision is None else revision,
         )
 
     def save(self) -> None:
-        """Write the whole state to the storage (archived pages are already there)."""
+        """Write the pages archived since the last save and the whole state to the storage, as one
+        atomic commit of the next revision. If another writer saved to the same storage since this
+        system was loaded (or last saved), :class:`~memci.ConflictError` is raised and nothing is
+        written: load again, redo the turn, save again."""
         with self._lock:
-            self._storage.save_state(self._saved().to_dict())
+            self._storage.save_state(self._saved(self._revision + 1).to_dict(), list(self._pending.values()))
+            self._revision += 1
+            self._pending.clear()
 
     @classmethod
     def load(
@@ -554,6 +570,7 @@ class ContextSystem:
         (the core checks their messages), the contents and dropped entries; search is rebuilt
         from the storage's pages."""
         self._round = saved.round
+        self._revision = saved.revision
         for i, (index, messages) in enumerate(saved.pages):
             try:
                 self._window.open_page_at(index, messages)
@@ -568,9 +585,11 @@ class ContextSystem:
             self._archive.add(entry)
         for gone in saved.dropped:
             self._archive.dropped[gone.index] = gone
-        storage = self._storage
+        # Only the pages this state archived: a page above them is an orphan of a run that died
+        # before its save, which the next archive of that index replaces.
+        storage, through = self._storage, saved.pages_through
         self._search.extend(
             (index, page_text(stored))
             for index in storage.page_indices()
-            if (stored := storage.get_page(index)) is not None
+            if index <= through and (stored := storage.get_page(index)) is not None
         )

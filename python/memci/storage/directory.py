@@ -10,6 +10,11 @@ Every file is written atomically: the text goes to a temporary file in the same 
 flushed and fsync'ed, then renamed over the target with ``os.replace``, and the folder is fsync'ed.
 A process killed mid-write leaves the previous file whole (and at worst a stray ``.*.tmp`` file,
 which is ignored). Files are plain UTF-8 JSON, readable and diffable by hand.
+
+A save holds an exclusive lock on ``PATH/.lock`` (``flock``; where the platform has none, only the
+threads of one process are serialised) while it checks the stored state's ``revision``, writes its
+pages and then the state. A process killed between the pages and the state leaves orphan pages above
+the stored state's ``pages_through``, which the next save replaces.
 """
 
 from __future__ import annotations
@@ -17,10 +22,17 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from memci.errors import StorageError
-from memci.storage.json_store import JsonStore
+from memci.storage.json_store import Commit, JsonStore, decode_state, revision_of
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: saves are serialised within one process only
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["FORMAT_VERSION", "DirectoryStorage"]
 
@@ -28,6 +40,7 @@ __all__ = ["FORMAT_VERSION", "DirectoryStorage"]
 FORMAT_VERSION = 1
 _MARKER = "memci-store.json"
 _STATE = "state.json"
+_LOCK = ".lock"
 _PAGES = "pages"
 _PAGE_NAME = re.compile(r"(\d{8,})\.json")
 
@@ -161,6 +174,22 @@ class DirectoryStorage(JsonStore):
     def _read_state_text(self) -> bytes | None:
         return self._read(self.path / _STATE)
 
-    def _write_state_text(self, text: str) -> None:
+    @contextmanager
+    def _save_lock(self) -> Iterator[None]:
+        """Hold the store's lock file: saves from other processes wait (threads wait on the store's
+        own lock before they get here)."""
+        with open(self.path / _LOCK, "a+b") as lock:
+            if fcntl is not None:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            yield  # closing the file releases the lock
+
+    def _commit(self, commit: Commit) -> None:
         self._writable()
-        write_atomic(self.path / _STATE, text, fsync=self.fsync)
+        with self._save_lock():
+            stored_text = self._read(self.path / _STATE)
+            stored = {} if stored_text is None else decode_state(stored_text, self._where)
+            commit.check(revision_of(stored), self._where)
+            stored_mark = stored.get("pages_through", 0)
+            for index, text in commit.pages_to_write(stored_mark, self._read_page_text, self._where):
+                write_atomic(self._page_path(index), text, fsync=self.fsync)
+            write_atomic(self.path / _STATE, commit.state_text, fsync=self.fsync)

@@ -4,9 +4,13 @@ A store keeps JSON text only (never pickle): a page or a state is checked on the
 JSON, every key a string, the page's required fields present and typed) and again on the way out (a
 file or a row that does not parse, or does not hold a page, is reported as corrupt). Pages are
 written once: writing the same index again with the same content is a no-op, with other content an
-error. A concrete store supplies five primitives over text (``_insert_page_text``,
-``_read_page_text``, ``_list_page_indices``, ``_read_state_text``, ``_write_state_text``) and
-``_release``; the rules, the lock and the closed check live here.
+error.
+
+A save (:meth:`JsonStore.save_state`) writes the pages archived since the last save and the new
+state as one atomic step, and is a compare-and-set on the state's ``revision``: see
+:class:`Commit`. A concrete store supplies the primitives over text (``_insert_page_text``,
+``_read_page_text``, ``_list_page_indices``, ``_read_state_text``, ``_commit``) and ``_release``; the
+rules, the lock and the closed check live here.
 """
 
 from __future__ import annotations
@@ -14,14 +18,16 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NoReturn, Self, TypeVar
 
-from memci.errors import StorageError
+from memci.errors import ConflictError, StorageError
 
 __all__ = [
     "PAGE_FIELDS",
+    "Commit",
     "JsonStore",
     "check_index",
     "decode_page",
@@ -127,6 +133,10 @@ def _state_problem(state: Any) -> str | None:
         return f"must be a dict, got {type(state).__name__}"
     if "version" not in state:
         return "missing key 'version'"
+    for key, minimum in (("revision", 1), ("pages_through", 0)):
+        value = state.get(key, minimum)
+        if type(value) is not int or value < minimum:
+            return f"{key} must be an int >= {minimum}, got {value!r}"
     return None
 
 
@@ -177,6 +187,61 @@ def decode_state(text: str | bytes, where: Callable[[], str]) -> dict[str, Any]:
     return _decode(text, where, _state_problem)
 
 
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """One save, checked and encoded: what a store's ``_commit`` writes, all or nothing.
+
+    ``revision`` is the state's ``revision`` key (None: an unversioned save, which replaces whatever
+    is stored). A versioned save succeeds only if the stored state's revision is ``revision - 1``
+    (0 when nothing, or an unversioned state, is stored), else :class:`ConflictError`.
+    ``pages_through`` is the state's ``pages_through`` key (0 if absent): every page at or below it
+    is committed, that is written once for good; a page above the stored state's ``pages_through``
+    is an orphan of a run that died before its save, and a later save replaces it.
+    """
+
+    state_text: str
+    revision: int | None
+    pages_through: int
+    #: (index, JSON text, the page) of each page to write, ascending.
+    pages: tuple[tuple[int, str, dict[str, Any]], ...]
+
+    def check(self, stored_revision: int, where: Callable[[], str]) -> None:
+        """Raise :class:`ConflictError` unless this save follows the stored revision."""
+        if self.revision is not None and self.revision != stored_revision + 1:
+            place = where()
+            raise ConflictError(
+                f"{place}: the store holds revision {stored_revision}, newer than this state's "
+                f"{self.revision - 1}: another writer saved since it was loaded (reload and retry)",
+                place,
+                revision=self.revision,
+                stored_revision=stored_revision,
+            )
+
+    def pages_to_write(
+        self, stored_mark: int, read: Callable[[int], str | bytes | None], where: Callable[[int], str]
+    ) -> list[tuple[int, str]]:
+        """The (index, text) of each page of this save that must be written, reading what is stored
+        with ``read(index)``: not a committed page (at or below ``stored_mark``) stored already with
+        the same content; :class:`StorageError` if one holds other content. An orphan above the mark
+        is replaced."""
+        writes = []
+        for index, text, page in self.pages:
+            existing = read(index)
+            if existing is not None and index <= stored_mark:
+                if not same_content(existing, page):
+                    place = where(index)
+                    raise StorageError(f"{place}: already stored with other content", place)
+            elif existing is None or existing != text:
+                writes.append((index, text))
+        return writes
+
+
+def revision_of(state: dict[str, Any]) -> int:
+    """The ``revision`` of a saved state (0 if it has none)."""
+    revision = state.get("revision", 0)
+    return revision if type(revision) is int else 0
+
+
 def same_content(stored_text: str | bytes, page: dict[str, Any]) -> bool:
     """Whether the stored text holds ``page`` (key order aside; 1, 1.0 and True differ)."""
     try:
@@ -211,8 +276,12 @@ class JsonStore:
     def _read_state_text(self) -> str | bytes | None:
         raise NotImplementedError
 
-    def _write_state_text(self, text: str) -> None:
-        """Replace the state atomically: a reader sees the old text or the new, never a mix."""
+    def _commit(self, commit: Commit) -> None:
+        """Carry out ``commit`` atomically: check it against the stored revision
+        (:meth:`Commit.check`), write its pages (:meth:`Commit.page_to_write` against the stored
+        state's ``pages_through``), then replace the state. A reader, a crash or a racing writer sees
+        the old state or the new one, never a mix; a store that cannot write pages and state in one
+        transaction writes the pages first, so a crash leaves at most orphans above the old mark."""
         raise NotImplementedError
 
     def _release(self) -> None:
@@ -256,10 +325,29 @@ class JsonStore:
         """The indices of the stored pages, ascending."""
         return self._locked(self._list_page_indices)
 
-    def save_state(self, state: dict[str, Any]) -> None:
-        """Replace the system state, atomically (the old state stays loadable until the new one is)."""
+    def save_state(self, state: dict[str, Any], pages: Iterable[dict[str, Any]] = ()) -> None:
+        """Write ``pages`` and replace the system state, in one atomic step. O(size of both).
+
+        The old state stays loadable until the new one is. If ``state`` carries a ``revision``,
+        the save is a compare-and-set: it succeeds only over revision ``revision - 1`` and raises
+        :class:`~memci.ConflictError`, writing nothing, over any other. Each page is written once
+        for good when the state's ``pages_through`` covers it (the same page again is a no-op,
+        another one a :class:`StorageError`); a stored page above the stored state's
+        ``pages_through`` is an orphan of a run that died before saving, and is replaced.
+        """
         text = encode_state(state)
-        self._locked(lambda: self._write_state_text(text))
+        pages_through = state.get("pages_through", 0)
+        encoded = []
+        for page in pages:
+            index = check_index(page.get("index") if type(page) is dict else None)
+            if index > pages_through:
+                raise StorageError(
+                    f"state: page {index} is saved with it but pages_through is {pages_through}", f"page {index}"
+                )
+            encoded.append((index, encode_page(index, page), page))
+        encoded.sort(key=lambda item: item[0])
+        commit = Commit(text, state.get("revision"), pages_through, tuple(encoded))
+        self._locked(lambda: self._commit(commit))
 
     def load_state(self) -> dict[str, Any] | None:
         """The last state saved (a new dict), or None if none was."""

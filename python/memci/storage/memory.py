@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memci.storage.json_store import JsonStore
+from memci.storage.json_store import Commit, JsonStore
 
 __all__ = ["MemoryStorage"]
 
@@ -16,11 +16,15 @@ class MemoryStorage(JsonStore):
 
     _pages: dict[int, str]
     _state: str | None
+    _revision: int
+    _pages_through: int
 
     def __init__(self) -> None:
         super().__init__()
         self._pages = {}
         self._state = None
+        self._revision = 0
+        self._pages_through = 0
 
     def __repr__(self) -> str:
         return f"MemoryStorage(<{len(self._pages)} pages>)"
@@ -38,8 +42,12 @@ class MemoryStorage(JsonStore):
     def _read_state_text(self) -> str | None:
         return self._state
 
-    def _write_state_text(self, text: str) -> None:
-        self._state = text
+    def _commit(self, commit: Commit) -> None:
+        commit.check(self._revision, self._where)
+        self._pages.update(commit.pages_to_write(self._pages_through, self._pages.get, self._where))
+        self._state = commit.state_text
+        self._revision = commit.revision or 0
+        self._pages_through = commit.pages_through
 
     def _release(self) -> None:
         self._pages = {}

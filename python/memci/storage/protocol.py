@@ -14,6 +14,7 @@ returns new dicts. Semantics and guarantees: ``docs/storage.md``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["Storage"]
@@ -32,8 +33,11 @@ class Storage(Protocol):
     def page_indices(self) -> list[int]:
         """The indices of the stored pages, ascending."""
 
-    def save_state(self, state: dict[str, Any]) -> None:
-        """Replace the whole system state, atomically."""
+    def save_state(self, state: dict[str, Any], pages: Iterable[dict[str, Any]] = ()) -> None:
+        """Write ``pages`` and replace the whole system state, as one atomic commit; a compare-and-set
+        on ``state["revision"]`` when it has one (:class:`~memci.ConflictError` over any revision
+        but ``revision - 1``, nothing written). Pages at or below the stored state's
+        ``pages_through`` are written once; a stored page above it (an orphan) is replaced."""
 
     def load_state(self) -> dict[str, Any] | None:
         """The last state saved, or None."""

@@ -4,10 +4,15 @@ Keys, under a ``prefix`` (default ``"memci:"``; one prefix per agent or conversa
 
 - ``PREFIX schema``: the layout version (:data:`SCHEMA_VERSION`), written on first use;
 - ``PREFIX pages``: a hash, field = the page index in decimal, value = the page's JSON;
-- ``PREFIX state``: a string, the state's JSON.
+- ``PREFIX state``: a string, the state's JSON;
+- ``PREFIX meta``: a hash, the stored state's ``revision`` and ``pages_through``.
 
-A page is written with ``HSETNX`` (write-once, atomic even between workers racing on the same
-index); the state with one ``SET`` (atomic: a reader sees the old state or the new one). Redis's
+``put_page`` writes with ``HSETNX`` (write-once, atomic even between workers racing on the same
+index). A save is one optimistic transaction (``WATCH`` the three keys, check the stored revision and
+the committed pages, then ``MULTI``/``EXEC`` the pages, the state and the meta): of two workers
+saving over the same revision one wins and the other gets :class:`~memci.ConflictError`, and a
+reader sees the old state or the new one, never a mix. A store of schema 1 (no meta) is upgraded
+when opened: its pages are taken as committed. Redis's
 own persistence (RDB snapshots, AOF) decides what survives a Redis restart. Needs the ``redis``
 package: ``pip install 'memci[redis]'``.
 """
@@ -18,15 +23,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memci.errors import StorageError
-from memci.storage.json_store import JsonStore
+from memci.storage.json_store import Commit, JsonStore
 
 if TYPE_CHECKING:
     import redis
 
 __all__ = ["SCHEMA_VERSION", "RedisStorage"]
 
-#: The layout version written under ``PREFIX schema``; a newer one is refused.
-SCHEMA_VERSION = 1
+#: The layout version written under ``PREFIX schema``; a newer one is refused, version 1 upgraded.
+SCHEMA_VERSION = 2
 
 T = TypeVar("T")
 
@@ -54,6 +59,7 @@ class RedisStorage(JsonStore):
             raise StorageError(f"prefix must be a str, got {type(prefix).__name__}", "prefix")
         self.prefix = prefix
         self._errors: tuple[type[Exception], ...] = (redis.RedisError,)
+        self._watch_error: type[Exception] = redis.WatchError
         if isinstance(target, str):
             try:
                 self._client = redis.Redis.from_url(target)
@@ -63,7 +69,7 @@ class RedisStorage(JsonStore):
         else:
             self._client = target
             self._owns_client = False
-        self._keys = {name: f"{prefix}{name}" for name in ("schema", "pages", "state")}
+        self._keys = {name: f"{prefix}{name}" for name in ("schema", "pages", "state", "meta")}
         try:
             self._check_schema()
         except BaseException:
@@ -88,6 +94,11 @@ class RedisStorage(JsonStore):
             raise StorageError(
                 f"{self!r}: written by a newer memci (schema {version}, this one reads {SCHEMA_VERSION})", key
             )
+        if version == 1:  # every page schema 1 wrote was written at once: take them all as committed
+            mark = max(self._list_page_indices(), default=0)
+            meta_key = self._keys["meta"]
+            self._call("cannot upgrade the store", lambda: self._client.hset(meta_key, "pages_through", mark))
+            self._call("cannot upgrade the store", lambda: self._client.set(key, SCHEMA_VERSION))
 
     def __repr__(self) -> str:
         pool: Any = getattr(self._client, "connection_pool", None)
@@ -129,9 +140,39 @@ class RedisStorage(JsonStore):
         text: str | bytes | None = self._call("cannot read the state", lambda: self._client.get(key))
         return text
 
-    def _write_state_text(self, text: str) -> None:
-        key = self._keys["state"]
-        self._call("cannot save the state", lambda: self._client.set(key, text))
+    def _stored_meta(self, client: Any) -> tuple[int, int]:
+        raw = client.hmget(self._keys["meta"], "revision", "pages_through")
+        try:
+            return (int(raw[0] or 0), int(raw[1] or 0))
+        except ValueError:
+            place = self._keys["meta"]
+            raise StorageError(f"{self!r}: {place} holds {raw!r}, not a revision and a page mark", place) from None
+
+    def _commit(self, commit: Commit) -> None:
+        pages, state, meta = self._keys["pages"], self._keys["state"], self._keys["meta"]
+
+        def work() -> None:
+            with self._client.pipeline(transaction=True) as pipe:
+                while True:
+                    try:
+                        pipe.watch(pages, state, meta)  # type: ignore[no-untyped-call]
+                        stored_revision, stored_mark = self._stored_meta(pipe)
+                        commit.check(stored_revision, self._where)
+                        writes = commit.pages_to_write(
+                            stored_mark, lambda index: pipe.hget(pages, str(index)), self._where
+                        )
+                        pipe.multi()
+                        for index, text in writes:
+                            pipe.hset(pages, str(index), text)
+                        pipe.set(state, commit.state_text)
+                        pipe.hset(meta, "revision", commit.revision or 0)
+                        pipe.hset(meta, "pages_through", commit.pages_through)
+                        pipe.execute()
+                        return
+                    except self._watch_error:
+                        continue  # a key changed under us: check again (a save in between is a conflict)
+
+        self._call("cannot save the state", work)
 
     def _release(self) -> None:
         if self._owns_client:

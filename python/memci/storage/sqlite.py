@@ -1,13 +1,18 @@
 """``SqliteStorage``: the persistent store, one SQLite file (stdlib ``sqlite3``) in WAL mode.
 
-Tables (all prefixed ``memci_``, so the file may hold other tables too):
+Tables (all prefixed ``memci_``, so the file may hold other tables too); every row belongs to a
+``namespace`` (one per agent or conversation; many share a file):
 
 - ``memci_schema(version)``: one row, the layout version (:data:`SCHEMA_VERSION`);
-- ``memci_pages(page_index INTEGER PRIMARY KEY, body TEXT)``: one row per archived page, JSON;
-- ``memci_state(id INTEGER PRIMARY KEY CHECK (id = 1), body TEXT)``: the one state, JSON.
+- ``memci_pages(namespace, page_index, body)``: one row per archived page, JSON;
+- ``memci_state(namespace, revision, pages_through, body)``: the namespace's state, JSON, with the
+  two keys a save is checked against copied into columns.
 
-Every write is one SQLite transaction, so a process killed mid-save leaves the previous state (and
-every page written before) loadable. ``synchronous="FULL"`` (the default) also makes each write
+Every write is one SQLite transaction: a save writes its pages and the state together, and checks
+the revision inside the same transaction, so a process killed mid-save leaves the previous state
+(with every page it names) loadable, and of two processes saving over the same revision one wins and
+the other gets :class:`~memci.ConflictError`. A file of schema 1 (before namespaces and revisions)
+is upgraded in place when opened writable. ``synchronous="FULL"`` (the default) also makes each write
 durable across a power loss; ``"NORMAL"`` keeps the database consistent but may lose the last
 writes on power loss, and is much faster on slow disks.
 """
@@ -19,21 +24,37 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 from memci.errors import StorageError
-from memci.storage.json_store import JsonStore
+from memci.storage.json_store import Commit, JsonStore
 
 __all__ = ["SCHEMA_VERSION", "SqliteStorage"]
 
-#: The layout version written into ``memci_schema``; a newer one is refused.
-SCHEMA_VERSION = 1
+#: The layout version written into ``memci_schema``; a newer one is refused, an older one upgraded.
+SCHEMA_VERSION = 2
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS memci_schema (version INTEGER NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS memci_pages (page_index INTEGER PRIMARY KEY, body TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS memci_state (id INTEGER PRIMARY KEY CHECK (id = 1), body TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS memci_pages (namespace TEXT NOT NULL, page_index INTEGER NOT NULL, "
+    "body TEXT NOT NULL, PRIMARY KEY (namespace, page_index)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS memci_state (namespace TEXT PRIMARY KEY, revision INTEGER NOT NULL, "
+    "pages_through INTEGER NOT NULL, body TEXT NOT NULL)",
+)
+
+# Schema 1 had one conversation a file: pages keyed by index alone, the state in row 1. Every page it
+# holds is taken as committed (pages_through = the highest index), as schema 1 wrote them at once.
+_UPGRADE_FROM_1 = (
+    "ALTER TABLE memci_pages RENAME TO memci_pages_v1",
+    "ALTER TABLE memci_state RENAME TO memci_state_v1",
+    *_SCHEMA[1:],
+    "INSERT INTO memci_pages (namespace, page_index, body) SELECT '', page_index, body FROM memci_pages_v1",
+    "INSERT INTO memci_state (namespace, revision, pages_through, body) SELECT '', 0, "
+    "(SELECT coalesce(max(page_index), 0) FROM memci_pages_v1), body FROM memci_state_v1",
+    "DROP TABLE memci_pages_v1",
+    "DROP TABLE memci_state_v1",
+    "UPDATE memci_schema SET version = 2",
 )
 
 T = TypeVar("T")
@@ -42,14 +63,17 @@ T = TypeVar("T")
 class SqliteStorage(JsonStore):
     """Archived pages and the system state in one SQLite file (created if missing), WAL mode.
 
-    ``SqliteStorage(path)`` opens or creates the store; ``read_only=True`` opens an existing one
-    without creating or writing anything (what ``memci inspect`` does). Several processes may open
+    ``SqliteStorage(path)`` opens or creates the store; ``path`` is always a file path (never read
+    as a SQLite URI). ``namespace`` picks one conversation among many in the file (default ``""``).
+    ``read_only=True`` opens an existing one without creating or writing anything (what
+    ``memci inspect`` does). Several processes may open
     the same file: SQLite's locks serialise their writes (``timeout`` seconds to wait for one).
     A file that is not a SQLite database, or whose memci tables are damaged, raises
     :class:`~memci.StorageError`. Use it as a context manager, or call :meth:`close`.
     """
 
     path: Path
+    namespace: str
     read_only: bool
     _conn: sqlite3.Connection
 
@@ -57,6 +81,7 @@ class SqliteStorage(JsonStore):
         self,
         path: str | os.PathLike[str],
         *,
+        namespace: str = "",
         read_only: bool = False,
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
         timeout: float = 30.0,
@@ -64,14 +89,19 @@ class SqliteStorage(JsonStore):
         super().__init__()
         if synchronous not in ("FULL", "NORMAL"):
             raise StorageError(f"synchronous must be 'FULL' or 'NORMAL', got {synchronous!r}", str(path))
+        if not isinstance(namespace, str) or not _encodable(namespace):
+            raise StorageError(f"namespace must be a str, got {namespace!r}", "namespace")
         self.path = Path(path)
+        self.namespace = namespace
         self.read_only = read_only
         if read_only and not self.path.is_file():
             raise StorageError(f"{self.path}: no such database file", str(self.path))
-        target = f"file:{quote(str(self.path.absolute()))}?mode=ro" if read_only else str(self.path)
+        # Always a URI built from the path, so that a name such as "file:x?mode=memory" is a file of
+        # that name and never SQLite URI syntax (which would keep everything in memory).
+        target = f"file:{quote(str(self.path.absolute()))}?mode={'ro' if read_only else 'rwc'}"
         with self._errors("cannot open the database"):
             self._conn = sqlite3.connect(
-                target, uri=read_only, timeout=timeout, isolation_level=None, check_same_thread=False
+                target, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False
             )
         try:
             self._open(synchronous)
@@ -85,26 +115,43 @@ class SqliteStorage(JsonStore):
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute(f"PRAGMA synchronous={synchronous}")
                 self._transaction(self._create_schema)
-            tables = {row[0] for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if not {"memci_schema", "memci_pages", "memci_state"} <= tables:
-                raise StorageError(f"{self.path}: not a memci store (no memci tables)", str(self.path))
-            rows = self._conn.execute("SELECT version FROM memci_schema").fetchall()
-        if len(rows) != 1 or type(rows[0][0]) is not int:
-            raise StorageError(f"{self.path}: corrupt memci_schema table: {rows!r}", str(self.path))
-        if rows[0][0] > SCHEMA_VERSION:
+            version = self._schema_version()
+        if version < SCHEMA_VERSION:
             raise StorageError(
-                f"{self.path}: written by a newer memci (schema {rows[0][0]}, this one reads {SCHEMA_VERSION})",
+                f"{self.path}: written by an older memci (schema {version}); open it once without "
+                "read_only to upgrade it",
                 str(self.path),
             )
 
+    def _schema_version(self) -> int:
+        tables = {row[0] for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"memci_schema", "memci_pages", "memci_state"} <= tables:
+            raise StorageError(f"{self.path}: not a memci store (no memci tables)", str(self.path))
+        rows = self._conn.execute("SELECT version FROM memci_schema").fetchall()
+        if len(rows) != 1 or type(rows[0][0]) is not int:
+            raise StorageError(f"{self.path}: corrupt memci_schema table: {rows!r}", str(self.path))
+        version: int = rows[0][0]
+        if version > SCHEMA_VERSION:
+            raise StorageError(
+                f"{self.path}: written by a newer memci (schema {version}, this one reads {SCHEMA_VERSION})",
+                str(self.path),
+            )
+        return version
+
     def _create_schema(self) -> None:
+        tables = {row[0] for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "memci_schema" in tables and self._schema_version() == 1:
+            for statement in _UPGRADE_FROM_1:
+                self._conn.execute(statement)
+            return
         for statement in _SCHEMA:
             self._conn.execute(statement)
         if self._conn.execute("SELECT count(*) FROM memci_schema").fetchone()[0] == 0:
             self._conn.execute("INSERT INTO memci_schema (version) VALUES (?)", (SCHEMA_VERSION,))
 
     def __repr__(self) -> str:
-        return f"SqliteStorage({str(self.path)!r})"
+        namespace = f", namespace={self.namespace!r}" if self.namespace else ""
+        return f"SqliteStorage({str(self.path)!r}{namespace})"
 
     @contextmanager
     def _errors(self, what: str) -> Iterator[None]:
@@ -132,7 +179,8 @@ class SqliteStorage(JsonStore):
             raise StorageError(f"{self.path}: opened read-only", str(self.path))
 
     def _where(self, index: int | None = None) -> str:
-        return f"{self.path}: " + ("state" if index is None else f"page {index}")
+        namespace = f"[{self.namespace}]" if self.namespace else ""
+        return f"{self.path}{namespace}: " + ("state" if index is None else f"page {index}")
 
     def _insert_page_text(self, index: int, text: str) -> str | None:
         self._writable()
@@ -140,38 +188,67 @@ class SqliteStorage(JsonStore):
 
             def work() -> str | None:
                 cursor = self._conn.execute(
-                    "INSERT INTO memci_pages (page_index, body) VALUES (?, ?) ON CONFLICT DO NOTHING", (index, text)
+                    "INSERT INTO memci_pages (namespace, page_index, body) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                    (self.namespace, index, text),
                 )
                 if cursor.rowcount == 1:
                     return None
-                row = self._conn.execute("SELECT body FROM memci_pages WHERE page_index = ?", (index,)).fetchone()
-                return row[0] if row is not None else None
+                existing: str | None = self._page_body(index)
+                return existing
 
             return self._transaction(work)
 
+    def _page_body(self, index: int) -> Any:
+        row = self._conn.execute(
+            "SELECT body FROM memci_pages WHERE namespace = ? AND page_index = ?", (self.namespace, index)
+        ).fetchone()
+        return None if row is None else row[0]
+
     def _read_page_text(self, index: int) -> str | bytes | None:
         try:  # not `with self._errors(...)`: this is the hot path, and a generator costs a few µs
-            row = self._conn.execute("SELECT body FROM memci_pages WHERE page_index = ?", (index,)).fetchone()
+            body = self._page_body(index)
         except sqlite3.Error as e:
             raise StorageError(f"{self.path}: cannot read page {index}: {e}", str(self.path)) from e
-        return None if row is None else _text(row[0], lambda: self._where(index))
+        return None if body is None else _text(body, lambda: self._where(index))
 
     def _list_page_indices(self) -> list[int]:
         with self._errors("cannot list the pages"):
-            return [row[0] for row in self._conn.execute("SELECT page_index FROM memci_pages ORDER BY page_index")]
+            return [
+                row[0]
+                for row in self._conn.execute(
+                    "SELECT page_index FROM memci_pages WHERE namespace = ? ORDER BY page_index", (self.namespace,)
+                )
+            ]
 
     def _read_state_text(self) -> str | bytes | None:
         with self._errors("cannot read the state"):
-            row = self._conn.execute("SELECT body FROM memci_state WHERE id = 1").fetchone()
+            row = self._conn.execute("SELECT body FROM memci_state WHERE namespace = ?", (self.namespace,)).fetchone()
         return None if row is None else _text(row[0], self._where)
 
-    def _write_state_text(self, text: str) -> None:
+    def _commit(self, commit: Commit) -> None:
         self._writable()
-        with self._errors("cannot save the state"):
+
+        def work() -> None:
+            row = self._conn.execute(
+                "SELECT revision, pages_through FROM memci_state WHERE namespace = ?", (self.namespace,)
+            ).fetchone()
+            stored_revision, stored_mark = (0, 0) if row is None else row
+            commit.check(stored_revision, self._where)
+            for index, text in commit.pages_to_write(stored_mark, self._read_page_text, self._where):
+                self._conn.execute(
+                    "INSERT INTO memci_pages (namespace, page_index, body) VALUES (?, ?, ?) "
+                    "ON CONFLICT DO UPDATE SET body = excluded.body",
+                    (self.namespace, index, text),
+                )
             self._conn.execute(
-                "INSERT INTO memci_state (id, body) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET body = excluded.body",
-                (text,),
+                "INSERT INTO memci_state (namespace, revision, pages_through, body) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (namespace) DO UPDATE SET revision = excluded.revision, "
+                "pages_through = excluded.pages_through, body = excluded.body",
+                (self.namespace, commit.revision or 0, commit.pages_through, commit.state_text),
             )
+
+        with self._errors("cannot save the state"):
+            self._transaction(work)
 
     def _release(self) -> None:
         self._conn.close()
@@ -189,6 +266,14 @@ class SqliteStorage(JsonStore):
         self._writable()
         with self._errors("cannot checkpoint"):
             self._locked(lambda: self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _text(body: object, where: Callable[[], str]) -> str | bytes:
