@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 
 import memci
@@ -45,13 +46,13 @@ AGENT = textwrap.dedent(
     import sys
     import memci
 
-    kind, where, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    kind, where, prefix, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     if kind == "sqlite":
         store = memci.SqliteStorage(where, synchronous="NORMAL")
     elif kind == "directory":
         store = memci.DirectoryStorage(where, fsync=False)
     else:
-        store = memci.RedisStorage(where, prefix="crash:")
+        store = memci.RedisStorage(where, prefix=prefix)
     if store.load_state() is None:
         ctx = memci.ContextSystem(
             "You are an agent.", active_pages=4, storage=store, max_context_tokens=1200,
@@ -83,11 +84,14 @@ AGENT = textwrap.dedent(
 )
 
 
-def _run_until_killed(kind: str, where: str, rng: random.Random, acked: int) -> int:
+def _run_until_killed(kind: str, where: str, prefix: str, rng: random.Random, acked: int) -> int:
     """Start the agent, check it loaded at least the acknowledged round, let it save a random number
     of times, kill it; the round of the last save it acknowledged."""
     agent = subprocess.Popen(
-        [sys.executable, "-c", AGENT, kind, where, "100000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", AGENT, kind, where, prefix, "100000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert agent.stdout is not None
     word, number = agent.stdout.readline().split()
@@ -124,12 +128,16 @@ def test_agents_killed_at_random_moments_carry_on_with_nothing_acknowledged_lost
         where = request.getfixturevalue("redis_url")
     else:
         where = str(tmp_path / ("agent.db" if kind == "sqlite" else "store"))
-    rng = random.Random(f"{kind}-crashes")
+    rng, prefix = random.Random(f"{kind}-crashes"), f"crash-{uuid.uuid4().hex}:"
     acked = 0
     for _ in range(KILLS):
-        acked = _run_until_killed(kind, where, rng, acked)
+        acked = _run_until_killed(kind, where, prefix, rng, acked)
     final = subprocess.run(
-        [sys.executable, "-c", AGENT, kind, where, "20"], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", AGENT, kind, where, prefix, "20"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert final.returncode == 0, final.stderr
     lines = [line.split() for line in final.stdout.splitlines()]
@@ -144,11 +152,11 @@ RACER = textwrap.dedent(
     import sys
     import memci
 
-    kind, where, name, cycles = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    kind, where, prefix, name, cycles = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
     def open_store():
         if kind == "sqlite":
             return memci.SqliteStorage(where, synchronous="NORMAL")
-        return memci.RedisStorage(where, prefix="race:")
+        return memci.RedisStorage(where, prefix=prefix)
     store = open_store()
     conflicts = 0
     for i in range(cycles):
@@ -173,10 +181,10 @@ RACER = textwrap.dedent(
 @pytest.mark.parametrize("kind", ["sqlite", "redis"])
 def test_two_agents_on_one_store_lose_no_turn(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     where = str(tmp_path / "shared.db") if kind == "sqlite" else request.getfixturevalue("redis_url")
-    cycles = 100
+    prefix, cycles = f"race-{uuid.uuid4().hex}:", 100
     racers = [
         subprocess.Popen(
-            [sys.executable, "-c", RACER, kind, where, name, str(cycles)],
+            [sys.executable, "-c", RACER, kind, where, prefix, name, str(cycles)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -186,7 +194,7 @@ def test_two_agents_on_one_store_lose_no_turn(kind: str, tmp_path: Path, request
     # A racer exits non-zero on any error but ConflictError, which it answers by reloading.
     results = [r.communicate(timeout=300) for r in racers]
     assert [r.returncode for r in racers] == [0, 0], [err for _, err in results]
-    store = memci.SqliteStorage(where) if kind == "sqlite" else memci.RedisStorage(where, prefix="race:")
+    store = memci.SqliteStorage(where) if kind == "sqlite" else memci.RedisStorage(where, prefix=prefix)
     with store:
         ctx = memci.ContextSystem.load(store)
         turns = [ctx.recall(i).messages()[0]["content"] for i in range(1, ctx.round + 1)]

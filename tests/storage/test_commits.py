@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -162,8 +163,8 @@ RACER = textwrap.dedent(
     import sys
     import memci
 
-    kind, where, name, cycles = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    store = memci.SqliteStorage(where) if kind == "sqlite" else memci.RedisStorage(where, prefix="race:")
+    kind, where, prefix, name, cycles = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+    store = memci.SqliteStorage(where) if kind == "sqlite" else memci.RedisStorage(where, prefix=prefix)
     conflicts = 0
     for _ in range(cycles):
         while True:
@@ -184,17 +185,17 @@ def test_two_processes_saving_over_each_other_lose_no_update(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     where = str(tmp_path / "race.db") if kind == "sqlite" else request.getfixturevalue("redis_url")
-    cycles = 100
+    prefix, cycles = f"race-{uuid.uuid4().hex}:", 100
     racers = [
         subprocess.Popen(
-            [sys.executable, "-c", RACER, kind, where, name, str(cycles)], stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", RACER, kind, where, prefix, name, str(cycles)], stdout=subprocess.PIPE, text=True
         )
         for name in ("a", "b")
     ]
     # A racer exits non-zero on any error but ConflictError, which it answers by reloading.
     outputs = [r.communicate(timeout=120)[0] for r in racers]
     assert [r.returncode for r in racers] == [0, 0], outputs
-    store: JsonStore = SqliteStorage(where) if kind == "sqlite" else RedisStorage(where, prefix="race:")
+    store: JsonStore = SqliteStorage(where) if kind == "sqlite" else RedisStorage(where, prefix=prefix)
     with store:
         final = store.load_state()
     assert final is not None
