@@ -13,10 +13,23 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
-__all__ = ["MAX_CALLS", "MAX_CODE", "RESULT_HEADER", "Call", "Program", "RefusedError", "parse", "result_text"]
+__all__ = [
+    "MAX_CALLS",
+    "MAX_CODE",
+    "MAX_INT",
+    "MAX_TEXT",
+    "RESULT_HEADER",
+    "Call",
+    "Program",
+    "RefusedError",
+    "parse",
+    "result_text",
+    "shown",
+]
 
 #: A result message starts with this line: a user message carrying it is a tool result, not a
 #: new request.
@@ -25,6 +38,11 @@ RESULT_HEADER = "[tool_result]"
 MAX_CALLS = 8
 #: Longer code is refused unparsed.
 MAX_CODE = 20_000
+#: A longer answer is refused unread (the TOML around the code is small).
+MAX_TEXT = 100_000
+#: Integer literals are refused beyond this magnitude: JSON carries them exactly up to 64 bits, and
+#: Python refuses to print ints of over 4,300 digits.
+MAX_INT = 2**63
 
 #: One call the code makes: the tool's name, its positional and its keyword arguments (literals).
 Call = tuple[str, list[object], dict[str, object]]
@@ -40,10 +58,14 @@ def parse(text: str, tools: Collection[str]) -> Program | None:
     anything else that is not a ``[tool_call]`` with status ``"success"`` and acceptable code."""
     import tomllib  # only ATTP answers need it: ``import memci`` does not load it
 
+    if len(text) > MAX_TEXT:
+        raise RefusedError(f"the answer is {len(text)} characters long (at most {MAX_TEXT})")
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise RefusedError(f"the answer is not valid TOML ({e})") from None
+    except (RecursionError, MemoryError):
+        raise RefusedError("the answer's TOML is nested too deeply to read") from None
     table = doc.get("tool_call")
     if not isinstance(table, dict):
         raise RefusedError("the answer has no [tool_call] table")
@@ -74,6 +96,8 @@ class Program:
             tree = ast.parse(code, mode="exec")
         except SyntaxError as e:
             raise RefusedError(f"the code is not valid Python ({e.msg}, line {e.lineno})") from None
+        except (ValueError, RecursionError, MemoryError):  # a huge int literal; nesting too deep
+            raise RefusedError("the code is too deeply nested or holds a literal too large to read") from None
         self.tools = tools
         self.body = tree.body
         self.names: set[str] = set()
@@ -148,11 +172,68 @@ class Program:
 
 
 def _literal(node: ast.expr) -> object:
+    """The value of a literal that JSON can carry; :class:`RefusedError` for anything else."""
+    line = getattr(node, "lineno", "?")
     try:
-        return ast.literal_eval(node)
+        value = ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        line = getattr(node, "lineno", "?")
-        raise RefusedError(f"line {line}: {ast.unparse(node)[:60]!r} is not a literal") from None
+        raise RefusedError(f"line {line}: {_source(node)} is not a literal") from None
+    problem = _not_json(value)
+    if problem is not None:
+        raise RefusedError(f"line {line}: {_source(node)} {problem}")
+    return value
+
+
+def _source(node: ast.expr) -> str:
+    try:
+        text = ast.unparse(node)
+    except (ValueError, RecursionError, MemoryError):
+        return "the expression"
+    return repr(text[:60]) if len(text) <= 60 else repr(text[:60]) + "…"
+
+
+def _not_json(value: object, depth: int = 0) -> str | None:
+    """Why ``value`` (a literal) cannot go into a JSON result, or None."""
+    if depth > 100:
+        return "is nested too deeply"
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else "is not a finite number"
+    if isinstance(value, int):
+        return None if abs(value) <= MAX_INT else "holds an integer beyond ±2**63"
+    if isinstance(value, str):
+        return None if _is_unicode(value) else "holds a lone surrogate, which is not text"
+    if isinstance(value, list | tuple):
+        return next((p for p in (_not_json(v, depth + 1) for v in value) if p is not None), None)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return "has a key that is not a string"
+            problem = _not_json(key, depth + 1) or _not_json(item, depth + 1)
+            if problem is not None:
+                return problem
+        return None
+    return f"is a {type(value).__name__}, which JSON cannot carry"
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """A short, safe rendering of a value the model wrote, for a refusal: never raises (an int too
+    large to print, a lone surrogate, a container nested deep)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 1024:
+        return f"an integer of {value.bit_length()} bits"  # printing one of 4,300 digits raises
+    if isinstance(value, str | int | float | bool) or value is None:
+        text = repr(value)
+        return text if len(text) <= limit else text[:limit] + "…"
+    return f"a {type(value).__name__}"
 
 
 def _toml_str(text: str) -> str:

@@ -56,6 +56,8 @@ RECALL_PAGE = "recall_page"
 LIST_PAGES = "list_pages"
 #: ``list_pages`` lists at most this many pages.
 MAX_LIST = 100
+#: Longer OpenAI ``arguments`` text is refused unread.
+MAX_ARGUMENTS = 20_000
 
 
 # ---- definitions --------------------------------------------------------------------------------
@@ -216,10 +218,12 @@ class Request:
 
 
 def _value(tool: _Tool, param: _Param, value: object) -> int:
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
+    if isinstance(value, str) and 0 < len(digits := value.strip()) <= 20 and digits.isascii() and digits.isdigit():
+        value = int(digits)  # "3" as the model may quote it; ASCII digits only ("²" is a digit to str)
     if isinstance(value, bool) or not isinstance(value, int) or value < param.minimum:
-        raise RefusedError(f"{tool.name}: {param.name} must be an integer >= {param.minimum}, got {value!r}")
+        raise RefusedError(f"{tool.name}: {param.name} must be an integer >= {param.minimum}, got {attp.shown(value)}")
+    if value > attp.MAX_INT:
+        raise RefusedError(f"{tool.name}: {param.name} must be at most 2**63, got {attp.shown(value)}")
     return value
 
 
@@ -227,7 +231,7 @@ def _bind(name: str, args: list[object], kwargs: dict[str, object]) -> ToolCall:
     """Check a call of a recall tool against its signature: the call, or :class:`RefusedError`."""
     tool = _BY_NAME.get(name)
     if tool is None:
-        raise RefusedError(f"{name!r} is not a recall tool (only {RECALL_PAGE} and {LIST_PAGES} run here)")
+        raise RefusedError(f"{attp.shown(name)} is not a recall tool (only {RECALL_PAGE} and {LIST_PAGES} run here)")
     if len(args) > len(tool.params):
         raise RefusedError(f"{name}: takes at most {len(tool.params)} argument(s), got {len(args)}")
     bound: dict[str, int] = {}
@@ -236,7 +240,7 @@ def _bind(name: str, args: list[object], kwargs: dict[str, object]) -> ToolCall:
     known = {p.name: p for p in tool.params}
     for key, value in kwargs.items():
         if key not in known:
-            raise RefusedError(f"{name}: unknown argument {key!r} (expected {', '.join(known)})")
+            raise RefusedError(f"{name}: unknown argument {attp.shown(key)} (expected {', '.join(known)})")
         if key in bound:
             raise RefusedError(f"{name}: argument {key!r} given twice")
         bound[key] = _value(tool, known[key], value)
@@ -254,10 +258,14 @@ def _native(format: Format, reply_to: str, name: object, arguments: object) -> R
     """An OpenAI or Anthropic call: one tool call, or a refusal."""
     try:
         if isinstance(arguments, str):
+            if len(arguments) > MAX_ARGUMENTS:
+                raise RefusedError(f"the arguments are {len(arguments)} characters long (at most {MAX_ARGUMENTS})")
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except json.JSONDecodeError as e:
                 raise RefusedError(f"the arguments are not valid JSON ({e.msg})") from None
+            except (ValueError, RecursionError, MemoryError):  # an int of over 4,300 digits; deep nesting
+                raise RefusedError("the arguments hold a number too large or nesting too deep to read") from None
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict):
@@ -301,9 +309,11 @@ def is_recall_call(call: object) -> bool:
     counts when its code names a recall tool."""
     call = _plain(call)
     if isinstance(call, dict) and _is_anthropic(call):
-        return call.get("name") in _BY_NAME
+        name = call.get("name")
+        return isinstance(name, str) and name in _BY_NAME
     if isinstance(call, dict) and _is_openai(call):
-        return call["function"].get("name") in _BY_NAME
+        name = call["function"].get("name")
+        return isinstance(name, str) and name in _BY_NAME
     if isinstance(call, str):
         return any(f"{name}(" in call for name in _BY_NAME)
     return False
@@ -361,6 +371,12 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _text(text: str) -> str:
+    """``text`` as valid Unicode: a lone surrogate quoted from what the model wrote (in a parser's
+    message, say) becomes "?", so the answer is a message the context system accepts."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
 def _refusal_text(reason: str) -> str:
     return (
         f"Refused: {reason}. Only {RECALL_PAGE}(page_index) and {LIST_PAGES}(limit) can be called here, "
@@ -383,11 +399,11 @@ def answer(request: Request, results: Sequence[ToolResult], failure: str | None 
     ``failure``: the error of the call that failed, if one did (the calls after it did not run).
     O(results)."""
     if request.format == "attp":
-        return {"role": "user", "content": _attp_answer(request, results, failure)}
+        return {"role": "user", "content": _text(_attp_answer(request, results, failure))}
     if request.refusal is not None:
-        text, error = _refusal_text(request.refusal), True
+        text, error = _text(_refusal_text(request.refusal)), True
     elif failure is not None:
-        text, error = f"Error: {failure}", True
+        text, error = _text(f"Error: {failure}"), True
     else:
         text, error = _json(_data(results[0])), False
     if request.format == "openai":

@@ -22,6 +22,7 @@ from typing import Any, Literal, cast, overload
 
 from memci import _core, tokens
 from memci.context import recall
+from memci.context.attp import shown
 from memci.context.contents import (
     ArchiveChapter,
     ArchivePolicy,
@@ -339,11 +340,11 @@ class ContextSystem:
 
     def _check_index(self, page_index: object) -> int:
         if isinstance(page_index, bool) or not isinstance(page_index, int):
-            raise PageError(f"recall: page_index must be an int, got {page_index!r}")
+            raise PageError(f"recall: page_index must be an int, got {shown(page_index)}")
         last = self._window.next_index - 1
         if not 1 <= page_index <= last:
             pages = "no page exists yet" if last == 0 else f"pages are 1 to {last}"
-            raise PageError(f"recall: page {page_index} does not exist ({pages})")
+            raise PageError(f"recall: page {shown(page_index)} does not exist ({pages})")
         return page_index
 
     def _stored(self, index: int) -> dict[str, Any]:
@@ -380,7 +381,10 @@ class ContextSystem:
         index = self._check_index(page_index)
         if self.is_active(index):
             return Page.of(index, self._window.page(index))
-        stored = self._stored(index)
+        return self._count_recall(index, self._stored(index))
+
+    def _count_recall(self, index: int, stored: dict[str, Any]) -> Page:
+        """Count a recall of archived page ``index`` (read as ``stored``); the page."""
 
         def restore() -> tuple[str, tuple[str, ...], int]:
             return stored["summary"], tuple(map(str, stored["entry_summaries"])), stored["archived_round"]
@@ -427,19 +431,29 @@ class ContextSystem:
         return recall.answer(request, results, failure)
 
     def _run_tools(self, calls: Sequence[ToolCall]) -> tuple[list[ToolResult], str | None]:
-        """Run the recall tools' calls in order: their results, and the error of the call that
-        failed (a page that does not exist), after which none runs."""
+        """Run the recall tools' calls, all or none: every page is checked and read first, and only
+        when all of them can be does any recall count, in order. The results, or none and the
+        error of the first call that cannot run (a page that does not exist, or is not stored)."""
+        reads: list[ListPages | InWindow | tuple[int, dict[str, Any]]] = []
+        try:
+            for call in calls:
+                if isinstance(call, ListPages):
+                    reads.append(call)
+                elif self.is_active(call.page_index):
+                    reads.append(InWindow(call.page_index))
+                else:
+                    index = self._check_index(call.page_index)
+                    reads.append((index, self._stored(index)))
+        except PageError as e:
+            return [], str(e)
         results: list[ToolResult] = []
-        for call in calls:
-            if isinstance(call, ListPages):
-                results.append(self._archive.listing(self._round, call.limit))
-            elif self.is_active(call.page_index):
-                results.append(InWindow(call.page_index))
+        for read in reads:
+            if isinstance(read, ListPages):
+                results.append(self._archive.listing(self._round, read.limit))
+            elif isinstance(read, InWindow):
+                results.append(read)
             else:
-                try:
-                    results.append(self._recall(call.page_index))
-                except PageError as e:
-                    return results, str(e)
+                results.append(self._count_recall(*read))
         return results, None
 
     def is_recall_call(self, call: object) -> bool:
