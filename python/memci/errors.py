@@ -90,3 +90,14 @@ class ConflictError(StorageError):
         super().__init__(message, where)
         self.revision = revision
         self.stored_revision = stored_revision
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """A short, safe rendering of a value the model wrote, for a refusal: never raises (an int too
+    large to print, a lone surrogate, a container nested deep)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 1024:
+        return f"an integer of {value.bit_length()} bits"  # printing one of 4,300 digits raises
+    if isinstance(value, str | int | float | bool) or value is None:
+        text = repr(value)
+        return text if len(text) <= limit else text[:limit] + "…"
+    return f"a {type(value).__name__}"

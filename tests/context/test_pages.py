@@ -6,6 +6,9 @@ window, assistant entries falling out of their page, archive indices off by the 
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import memci
 import pytest
 from context_helpers import (
@@ -227,3 +230,18 @@ def test_the_window_memory_stays_bounded_over_a_long_conversation():
     # The arena keeps the window's nodes plus garbage up to about as much again (or 1024 nodes).
     assert ctx._window.stored_nodes() < 2 * 1024 + 64
     assert indices(ctx) == [1499, 1500]
+
+
+@pytest.mark.parametrize(
+    ("bad", "named"),
+    [({"role": "robot", "content": "x"}, "messages[1].role"), ("text", "messages[1]: a message must be a dict")],
+)
+def test_regression_extend_is_all_or_nothing(bad: Any, named: str):
+    """extend([good, bad]) kept the good message."""
+    ctx = make(active_pages=1)
+    run_rounds(ctx, 1, 3)
+    before = ctx.state()
+    with pytest.raises(memci.InvalidMessageError, match=re.escape(named)):
+        ctx.extend([user("fine"), bad, user("also fine")])
+    assert ctx.state() == before
+    assert ctx.extend([user("fine"), assistant("ok")]) == [4, 4]

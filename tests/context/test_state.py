@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import memci
 import pytest
 from context_helpers import DictStorage, FixedSummarizer, assistant, interaction, make, run_rounds, user, words
+from hypothesis import given
+from hypothesis import strategies as st
 from memci.context.state import SavedState
 
 
@@ -162,3 +165,94 @@ def test_the_state_shares_nothing_with_the_caller_or_the_system():
     state = ctx.state()
     state["system_prompt"]["content"].append("junk")
     assert ctx.state()["system_prompt"] == {"role": "system", "content": [{"type": "text", "text": "Be brief."}]}
+
+
+# ---- a state that contradicts itself ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda s: s["contents"].append(copy.deepcopy(s["contents"][0])), "is listed twice"),
+        (lambda s: s["dropped"].append({**s["dropped"][0], "index": s["contents"][0]["index"]}), "listed twice"),
+        (lambda s: s["contents"][0].update(index=99), "state['contents'][0]['index'] is 99, expected 1 to 7"),
+        (lambda s: s["dropped"][0].update(index=0), "state['dropped'][0]['index'] is 0"),
+        (lambda s: s.update(round=-1), "state['round'] is -1"),
+        (lambda s: s["contents"][0].update(recall_count=-2), "recall_count'] is -2"),
+        (lambda s: s["contents"][0].update(last_recall_round=10**6), "last_recall_round'] is 1000000"),
+        (lambda s: s["dropped"][0].update(dropped_round=-5), "dropped_round'] is -5"),
+        (lambda s: s["pages"][1].update(index=2**70), "state['pages'][1]['index'] is 1180591620717411303424"),
+        (
+            lambda s: s.update(next_index=2**70, pages=[], pages_through=2**70 - 1),
+            "state['next_index'] is 1180591620717411303424, expected",
+        ),
+        (lambda s: s.update(revision=-1), "state['revision']"),
+    ],
+)
+def test_a_state_that_contradicts_itself_is_a_state_error_naming_the_part(change: Any, named: str):
+    storage = _tampered(change)
+    with pytest.raises(memci.StateError) as caught:
+        memci.ContextSystem.load(storage, counter=words)
+    assert named in str(caught.value)
+
+
+def _mutations(state: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """``state`` with one to three of its numbers, lists or keys changed at random."""
+    paths: list[tuple[Any, ...]] = []
+
+    def walk(value: Any, path: tuple[Any, ...]) -> None:
+        paths.append(path)
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, (*path, key))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, (*path, i))
+
+    walk(state, ())
+    replacements = st.sampled_from([-1, 0, 1, 7, 2**63, 2**70, None, "x", [], {}, True, 1.5])
+
+    def mutate(changes: list[tuple[tuple[Any, ...], Any, bool]]) -> dict[str, Any]:
+        out = copy.deepcopy(state)
+        for path, value, drop in changes:
+            if not path:
+                continue
+            parent = out
+            try:
+                for key in path[:-1]:
+                    parent = parent[key]
+                if drop and isinstance(parent, dict):
+                    parent.pop(path[-1], None)
+                elif drop and isinstance(parent, list):
+                    parent.append(copy.deepcopy(parent[path[-1]]))  # a duplicate
+                else:
+                    parent[path[-1]] = value
+            except (KeyError, IndexError, TypeError):
+                continue
+        return out
+
+    return st.lists(st.tuples(st.sampled_from(paths), replacements, st.booleans()), min_size=1, max_size=3).map(mutate)
+
+
+@given(data=st.data())
+def test_a_mutated_state_loads_into_a_working_system_or_is_a_state_error(data: st.DataObject):
+    original = busy()
+    original.save()
+    state = original.storage.load_state()
+    assert state is not None
+    mutated = data.draw(_mutations(state))
+    storage = DictStorage()
+    storage.pages = dict(original.storage.pages)  # type: ignore[attr-defined]
+    storage.state = json.dumps(mutated)
+    try:
+        ctx = memci.ContextSystem.load(storage, summarizer=FixedSummarizer(), counter=words)
+    except memci.StateError:
+        return
+    # Whatever loads is a system that works: it takes a turn, builds, recalls what it lists, saves.
+    ctx.add(user("after the load"))
+    ctx.add(assistant("fine"))
+    ctx.end_round()
+    ctx.build_messages()
+    for entry in ctx.contents:
+        ctx.recall(entry.index)
+    ctx.save()

@@ -29,7 +29,7 @@ from memci.context.attp import RESULT_HEADER as ATTP_RESULT_HEADER
 from memci.context.attp import RefusedError
 from memci.context.contents import PageListing
 from memci.context.page import Message, Page
-from memci.errors import InvalidOperationError
+from memci.errors import InvalidOperationError, shown
 
 __all__ = [
     "ATTP_RESULT_HEADER",
@@ -221,9 +221,9 @@ def _value(tool: _Tool, param: _Param, value: object) -> int:
     if isinstance(value, str) and 0 < len(digits := value.strip()) <= 20 and digits.isascii() and digits.isdigit():
         value = int(digits)  # "3" as the model may quote it; ASCII digits only ("²" is a digit to str)
     if isinstance(value, bool) or not isinstance(value, int) or value < param.minimum:
-        raise RefusedError(f"{tool.name}: {param.name} must be an integer >= {param.minimum}, got {attp.shown(value)}")
+        raise RefusedError(f"{tool.name}: {param.name} must be an integer >= {param.minimum}, got {shown(value)}")
     if value > attp.MAX_INT:
-        raise RefusedError(f"{tool.name}: {param.name} must be at most 2**63, got {attp.shown(value)}")
+        raise RefusedError(f"{tool.name}: {param.name} must be at most 2**63, got {shown(value)}")
     return value
 
 
@@ -231,7 +231,7 @@ def _bind(name: str, args: list[object], kwargs: dict[str, object]) -> ToolCall:
     """Check a call of a recall tool against its signature: the call, or :class:`RefusedError`."""
     tool = _BY_NAME.get(name)
     if tool is None:
-        raise RefusedError(f"{attp.shown(name)} is not a recall tool (only {RECALL_PAGE} and {LIST_PAGES} run here)")
+        raise RefusedError(f"{shown(name)} is not a recall tool (only {RECALL_PAGE} and {LIST_PAGES} run here)")
     if len(args) > len(tool.params):
         raise RefusedError(f"{name}: takes at most {len(tool.params)} argument(s), got {len(args)}")
     bound: dict[str, int] = {}
@@ -240,7 +240,7 @@ def _bind(name: str, args: list[object], kwargs: dict[str, object]) -> ToolCall:
     known = {p.name: p for p in tool.params}
     for key, value in kwargs.items():
         if key not in known:
-            raise RefusedError(f"{name}: unknown argument {attp.shown(key)} (expected {', '.join(known)})")
+            raise RefusedError(f"{name}: unknown argument {shown(key)} (expected {', '.join(known)})")
         if key in bound:
             raise RefusedError(f"{name}: argument {key!r} given twice")
         bound[key] = _value(tool, known[key], value)

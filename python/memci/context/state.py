@@ -9,12 +9,13 @@ as it builds itself from the :class:`SavedState`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from memci.context.contents import RULES, ArchivePolicy, ContentsEntry, DroppedEntry
 from memci.context.page import Message
-from memci.errors import InvalidOperationError, StateError
+from memci.errors import InvalidOperationError, StateError, shown
 
 __all__ = ["STATE_KIND", "STATE_VERSION", "SavedState"]
 
@@ -78,7 +79,7 @@ class SavedState:
         if state.get("version") != STATE_VERSION or state.get("kind") != STATE_KIND:
             raise StateError(
                 f"load: not a saved {STATE_KIND} of version {STATE_VERSION} "
-                f"(kind {state.get('kind')!r}, version {state.get('version')!r})"
+                f"(kind {shown(state.get('kind'))}, version {shown(state.get('version'))})"
             )
         system_prompt = _field(state, "system_prompt", dict)
         tools = _field(state, "tools", str)
@@ -100,7 +101,7 @@ class SavedState:
         dropped = [_dropped(raw, f"state['dropped'][{i}]") for i, raw in enumerate(_field(state, "dropped", list))]
         revision = state.get("revision", 0)
         if type(revision) is not int or revision < 0:
-            raise StateError(f"load: state['revision'] is {revision!r}, expected an int >= 0")
+            raise StateError(f"load: state['revision'] is {shown(revision)}, expected an int >= 0")
         saved = cls(
             round_,
             next_index,
@@ -117,16 +118,64 @@ class SavedState:
         )
         if state.get("pages_through", saved.pages_through) != saved.pages_through:
             raise StateError(
-                f"load: state['pages_through'] is {state.get('pages_through')!r}, but the active pages make it "
+                f"load: state['pages_through'] is {shown(state.get('pages_through'))}, but the active pages make it "
                 f"{saved.pages_through}"
             )
+        saved.check_consistent()
         return saved
+
+    def check_consistent(self) -> None:
+        """:class:`~memci.StateError` naming the first part that contradicts another: counts and
+        rounds out of range, active pages that are not the consecutive run ending at
+        ``next_index - 1``, contents or dropped entries of pages that were never archived, named
+        twice, or of rounds still to come. O(state)."""
+        for key, value, least in (("round", self.round, 0), ("next_index", self.next_index, 1)):
+            _bounded(value, f"state[{key!r}]", least)
+        _bounded(self.revision, "state['revision']", 0)
+        indices = [index for index, _ in self.pages]
+        if indices:
+            _bounded(indices[0], "state['pages'][0]['index']", 1)
+        for i, index in enumerate(indices):
+            if index != indices[0] + i:
+                raise StateError(
+                    f"load: state['pages'][{i}]['index'] is {index}, but active pages are consecutive "
+                    f"(it follows page {indices[i - 1]})"
+                )
+        if indices and indices[-1] != self.next_index - 1:
+            raise StateError(
+                f"load: state['next_index'] is {self.next_index}, but the active pages end at page {indices[-1]}"
+            )
+        seen: dict[int, str] = {}
+        archived: tuple[tuple[str, Sequence[ContentsEntry | DroppedEntry]], ...] = (
+            ("contents", self.contents),
+            ("dropped", self.dropped),
+        )
+        for kind, entries in archived:
+            for i, entry in enumerate(entries):
+                where = f"state[{kind!r}][{i}]"
+                _bounded(entry.index, f"{where}['index']", 1, self.pages_through)
+                if entry.index in seen:
+                    raise StateError(f"load: {where}: page {entry.index} is listed twice (also in {seen[entry.index]})")
+                seen[entry.index] = where
+                _bounded(entry.recall_count, f"{where}['recall_count']", 0)
+                for name in ("archived_round", "last_recall_round", "dropped_round"):
+                    if hasattr(entry, name):
+                        _bounded(getattr(entry, name), f"{where}[{name!r}]", 0, self.round)
+
+
+#: Counts and rounds beyond this are refused: the core keeps them in 64 bits.
+_MAX = 2**62
+
+
+def _bounded(value: int, where: str, least: int, most: int = _MAX) -> None:
+    if not least <= value <= most:
+        raise StateError(f"load: {where} is {shown(value)}, expected {least} to {most}")
 
 
 def _field(state: object, key: str, kind: type | tuple[type, ...], where: str = "state") -> Any:
     value = state.get(key) if isinstance(state, dict) else None
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
-        raise StateError(f"load: {where}[{key!r}] is {value!r}, expected {getattr(kind, '__name__', kind)}")
+        raise StateError(f"load: {where}[{key!r}] is {shown(value)}, expected {getattr(kind, '__name__', kind)}")
     return value
 
 

@@ -22,7 +22,6 @@ from typing import Any, Literal, cast, overload
 
 from memci import _core, tokens
 from memci.context import recall
-from memci.context.attp import shown
 from memci.context.contents import (
     ArchiveChapter,
     ArchivePolicy,
@@ -36,7 +35,14 @@ from memci.context.recall import InWindow, ListPages, ToolCall, ToolResult
 from memci.context.search import PageSearch, SearchHit, page_text
 from memci.context.state import SavedState
 from memci.context.summary import PageSummary, Summarizer, as_summarizer, checked
-from memci.errors import ContextOverflowError, InvalidMessageError, InvalidOperationError, PageError, StateError
+from memci.errors import (
+    ContextOverflowError,
+    InvalidMessageError,
+    InvalidOperationError,
+    PageError,
+    StateError,
+    shown,
+)
 from memci.sanitize import sanitize_messages
 from memci.storage import MemoryStorage, Storage
 from memci.tokens import Counter
@@ -209,21 +215,38 @@ class ContextSystem:
                 f"message: a message must be a dict, got {type(message).__name__}", path="message"
             )
         with self._lock:
-            window = self._window
-            if window.active_count and (message.get("role") != "user" or recall.is_tool_result(message)):
-                return window.join(message)
-            index = window.open_page(message)
-            try:
-                while window.active_count > self._active_pages:
-                    self._archive_pages([self._prepare(window.page_indices()[0])])
-            except BaseException:
-                window.undo_open(index)
-                raise
-            return index
+            return self._add(message)
+
+    def _add(self, message: Message) -> int:
+        window = self._window
+        if window.active_count and (message.get("role") != "user" or recall.is_tool_result(message)):
+            return window.join(message)
+        index = window.open_page(message)
+        try:
+            while window.active_count > self._active_pages:
+                self._archive_pages([self._prepare(window.page_indices()[0])])
+        except BaseException:
+            window.undo_open(index)
+            raise
+        return index
 
     def extend(self, messages: Sequence[Message]) -> list[int]:
-        """:meth:`add` each message in order; the page index of each."""
-        return [self.add(m) for m in messages]
+        """:meth:`add` each message in order, under one lock; the page index of each. Every message
+        is checked first, by the rules :meth:`add` applies: if one is refused
+        (:class:`~memci.InvalidMessageError` naming ``messages[i]``), none is added. O(messages)."""
+        if isinstance(messages, dict | str) or not isinstance(messages, Sequence):
+            raise InvalidMessageError(
+                f"messages: expected a list of message dicts, got {type(messages).__name__}", path="messages"
+            )
+        batch = list(messages)
+        for i, message in enumerate(batch):
+            if not isinstance(message, dict):
+                raise InvalidMessageError(
+                    f"messages[{i}]: a message must be a dict, got {type(message).__name__}", path=f"messages[{i}]"
+                )
+        _core.MessageStore().append(batch)  # the core's acceptance rules over all of them; nothing is kept
+        with self._lock:
+            return [self._add(message) for message in batch]
 
     def end_round(self) -> RoundResult:
         """One round of conversation has ended: the round count rises by one, then the m rule, the

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NoReturn, Self, TypeVar
 
-from memci.errors import ConflictError, StorageError
+from memci.errors import ConflictError, StorageError, shown
 
 __all__ = [
     "PAGE_FIELDS",
@@ -44,6 +44,8 @@ PAGE_FIELDS: dict[str, type] = {
     "entry_summaries": list,
     "archived_round": int,
 }
+#: Longer ints are refused: Python will not write an int of over 4,300 digits as text.
+_MAX_INT_BITS = 14_000
 #: Deeper nesting than this is refused (it is almost always a container that holds itself).
 MAX_DEPTH = 200
 
@@ -75,6 +77,10 @@ def _check_json(value: Any, path: str, where: str, depth: int = 0) -> None:
     Subclasses of str, int, float, dict and list (enums, OrderedDict) are taken as their base type.
     """
     kind = type(value)
+    if kind is int and value.bit_length() > _MAX_INT_BITS:
+        raise StorageError(
+            f"{where}: {path} is an integer of {value.bit_length()} bits, too long to write as JSON", where
+        )
     if kind is str or kind is int or kind is bool or value is None:
         return
     if kind is float or (isinstance(value, float) and kind is not bool):
@@ -86,7 +92,7 @@ def _check_json(value: Any, path: str, where: str, depth: int = 0) -> None:
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
-                raise StorageError(f"{where}: {path} has a key {key!r} that is not a string", where)
+                raise StorageError(f"{where}: {path} has a key {shown(key)} that is not a string", where)
             _check_json(item, f"{path}.{key}", where, depth + 1)
         return
     if isinstance(value, (list, tuple)):
@@ -99,9 +105,9 @@ def _check_json(value: Any, path: str, where: str, depth: int = 0) -> None:
 
 
 def check_index(index: object) -> int:
-    """``index`` if it is a positive int (not a bool), else :class:`StorageError`."""
-    if type(index) is not int or index < 1:
-        raise StorageError(f"a page index must be a positive int, got {index!r}", f"page {index!r}")
+    """``index`` if it is a positive int below 2**63 (not a bool), else :class:`StorageError`."""
+    if type(index) is not int or not 1 <= index < 2**63:
+        raise StorageError(f"a page index must be an int from 1 to 2**63 - 1, got {shown(index)}", "page")
     return index
 
 
@@ -136,7 +142,7 @@ def _state_problem(state: Any) -> str | None:
     for key, minimum in (("revision", 1), ("pages_through", 0)):
         value = state.get(key, minimum)
         if type(value) is not int or value < minimum:
-            return f"{key} must be an int >= {minimum}, got {value!r}"
+            return f"{key} must be an int >= {minimum}, got {shown(value)}"
     return None
 
 
@@ -147,7 +153,7 @@ def _encode(document: Any, where: str, problem: str | None) -> str:
         raise StorageError(f"{where}: {problem}", where)
     for key, value in document.items():
         if type(key) is not str:
-            raise StorageError(f"{where}: has a key {key!r} that is not a string", where)
+            raise StorageError(f"{where}: has a key {shown(key)} that is not a string", where)
         _check_json(value, key, where)
     return _dumps(document)
 
