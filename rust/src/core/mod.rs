@@ -2,6 +2,7 @@
 //! without the GIL.
 
 pub mod arena;
+pub mod config;
 pub mod cow_vec;
 pub mod error;
 pub mod json;
@@ -15,6 +16,7 @@ pub mod search;
 pub mod search_terms;
 pub mod snapshot;
 pub mod store;
+pub mod text;
 pub mod token_counts;
 pub mod tokens;
 pub mod trim;
