@@ -5,7 +5,6 @@ pub mod arena;
 pub mod config;
 pub mod cow_vec;
 pub mod error;
-pub mod json;
 pub mod message;
 pub mod pages;
 pub mod pair_index;
