@@ -224,11 +224,11 @@ def test_arguments_are_checked():
         memci.ArchivePolicy(unrecalled_rounds=0)
 
 
-def test_the_window_memory_stays_bounded_over_a_long_conversation():
+def test_a_long_conversation_keeps_only_the_last_pages_in_the_window():
+    # That the window's arena stays bounded too (detached runs are compacted away) is the core's
+    # test (pages.rs, compaction_keeps_memory_bounded_by_the_window).
     ctx = make(active_pages=2)
     run_rounds(ctx, 1, 1500)
-    # The arena keeps the window's nodes plus garbage up to about as much again (or 1024 nodes).
-    assert ctx._window.stored_nodes() < 2 * 1024 + 64
     assert indices(ctx) == [1499, 1500]
 
 
@@ -245,3 +245,15 @@ def test_regression_extend_is_all_or_nothing(bad: Any, named: str):
         ctx.extend([user("fine"), bad, user("also fine")])
     assert ctx.state() == before
     assert ctx.extend([user("fine"), assistant("ok")]) == [4, 4]
+
+
+def test_a_page_and_its_texts_are_read_together() -> None:
+    ctx = make()
+    ctx.add(user("what is the weather?"))
+    ctx.add(calling("c1"))
+    messages, texts = ctx._window.page_texts(1)
+    assert messages == ctx._window.page(1)
+    assert texts == memci.context.search.message_texts(messages)
+    assert texts[1] == 'lookup\n{"q": "x"}', "a tool call's name and arguments are text"
+    with pytest.raises(memci.InvalidOperationError, match="page 2 is not in the window"):
+        ctx._window.page_texts(2)

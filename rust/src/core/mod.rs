@@ -2,9 +2,9 @@
 //! without the GIL.
 
 pub mod arena;
+pub mod config;
 pub mod cow_vec;
 pub mod error;
-pub mod json;
 pub mod message;
 pub mod pages;
 pub mod pair_index;
@@ -15,6 +15,7 @@ pub mod search;
 pub mod search_terms;
 pub mod snapshot;
 pub mod store;
+pub mod text;
 pub mod token_counts;
 pub mod tokens;
 pub mod trim;

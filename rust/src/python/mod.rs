@@ -1,6 +1,7 @@
 //! The binding: converts between Python objects and the core's encodings, takes the store's
 //! lock without blocking the GIL, maps errors to `memci.errors`, and delegates everything else.
 
+pub mod config;
 pub mod convert;
 pub mod decoded;
 pub mod errors;
@@ -9,6 +10,7 @@ pub mod pages;
 pub mod pairs;
 pub mod search;
 pub mod store;
+pub mod text;
 pub mod tokens;
 pub mod trim;
 

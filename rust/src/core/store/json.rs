@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 
-use serde_json::{Map, Number, Value as Json};
+use serde_json::{Map, Value as Json};
 
 use crate::core::arena::{Arena, NodeId};
 use crate::core::cow_vec::CowVec;
@@ -13,50 +13,10 @@ use crate::core::error::{Error, Result};
 use crate::core::message;
 use crate::core::snapshot::{History, Snapshot, View};
 use crate::core::store::Store;
-use crate::core::value::{Encoder, Value, ValueRef};
+use crate::core::value::{Encoder, ValueRef, encode_json, write_json_str as write_str, write_value};
 
 const FORMAT: &str = "memci.MessageStore";
 const VERSION: u64 = 1;
-
-/// Write one encoded value as JSON text.
-pub fn write_value(out: &mut String, value: ValueRef<'_>) {
-    match value.get() {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if b { "true" } else { "false" }),
-        Value::Int(i) => {
-            let _ = write!(out, "{i}");
-        }
-        Value::BigInt(s) => out.push_str(s),
-        Value::Float(f) => out.push_str(&Json::from(f).to_string()),
-        Value::Str(s) => write_str(out, s),
-        Value::List(items) => {
-            out.push('[');
-            for (i, v) in items.values().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_value(out, v);
-            }
-            out.push(']');
-        }
-        Value::Dict(items) => {
-            out.push('{');
-            for (i, (k, v)) in items.entries().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_str(out, k);
-                out.push(':');
-                write_value(out, v);
-            }
-            out.push('}');
-        }
-    }
-}
-
-fn write_str(out: &mut String, s: &str) {
-    out.push_str(&serde_json::to_string(s).unwrap_or_default());
-}
 
 fn write_ids<'a>(out: &mut String, ids: impl Iterator<Item = &'a NodeId>) {
     out.push('[');
@@ -71,42 +31,6 @@ fn write_ids<'a>(out: &mut String, ids: impl Iterator<Item = &'a NodeId>) {
 
 fn write_f64(out: &mut String, f: f64) {
     out.push_str(&Json::from(f).to_string());
-}
-
-/// Encode a parsed JSON value.
-pub fn encode_json(e: &mut Encoder<'_>, value: &Json) {
-    match value {
-        Json::Null => e.null(),
-        Json::Bool(b) => e.bool(*b),
-        Json::Number(n) => encode_number(e, n),
-        Json::String(s) => e.str(s),
-        Json::Array(items) => {
-            let open = e.open_list(items.len());
-            for v in items {
-                encode_json(e, v);
-            }
-            e.close(open);
-        }
-        Json::Object(map) => {
-            let open = e.open_dict(map.len());
-            for (k, v) in map {
-                e.key(k);
-                encode_json(e, v);
-            }
-            e.close(open);
-        }
-    }
-}
-
-fn encode_number(e: &mut Encoder<'_>, n: &Number) {
-    let text = n.to_string();
-    if text.contains(['.', 'e', 'E']) {
-        e.float(text.parse().unwrap_or(f64::NAN));
-    } else if let Ok(i) = text.parse::<i64>() {
-        e.int(i);
-    } else {
-        e.big_int(&text);
-    }
 }
 
 impl Store {
