@@ -14,6 +14,7 @@ use rayon::prelude::*;
 
 use crate::core::error::{Error, Result};
 use crate::core::json::write_value;
+use crate::core::message::is_call_type;
 use crate::core::value::{Items, Value, ValueRef};
 
 /// How text is turned into a token count.
@@ -210,6 +211,11 @@ impl Tally {
         let Some(fields) = message.as_dict() else {
             return;
         };
+        if let Some(item_type) = fields.field("type").and_then(ValueRef::as_str)
+            && item_type != "message"
+        {
+            return self.item(fields, item_type);
+        }
         let role = fields.field("role").and_then(ValueRef::as_str);
         for (key, value) in fields.entries() {
             match (key, value.get()) {
@@ -221,7 +227,7 @@ impl Tally {
                 }
                 ("tool_calls", Value::List(calls)) => {
                     for call in calls.values() {
-                        if let Some(function) = call.field("function") {
+                        if let Some(function) = call.field("function").or_else(|| call.field("custom")) {
                             self.call(function);
                         }
                     }
@@ -235,9 +241,27 @@ impl Tally {
         }
     }
 
-    /// An OpenAI `function` of a tool call: its name and its arguments (a JSON string).
+    /// A Responses API item other than a message: the text the model reads in it (its `role`,
+    /// `name`, `arguments`, string `input`, `output`, and the text of its `summary` and `content`
+    /// parts) plus 1 for a tool call, like a chat tool call; ids, statuses and encrypted reasoning
+    /// are not counted.
+    fn item(&mut self, fields: Items<'_>, item_type: &str) {
+        for (key, value) in fields.entries() {
+            match (key, value.get()) {
+                ("role" | "name" | "arguments" | "input", Value::Str(s)) => self.text(s),
+                ("output" | "summary" | "content", _) => self.content(value),
+                _ => {}
+            }
+        }
+        if is_call_type(item_type) {
+            self.overhead(PER_TOOL_CALL);
+        }
+    }
+
+    /// The `function` of a chat tool call (its name and its arguments, a JSON string), or the
+    /// `custom` of a custom tool call (its name and its input).
     fn call(&mut self, function: ValueRef<'_>) {
-        for key in ["name", "arguments"] {
+        for key in ["name", "arguments", "input"] {
             if let Some(s) = function.field(key).and_then(ValueRef::as_str) {
                 self.text(s);
             }
@@ -290,6 +314,11 @@ impl Tally {
             }
             Some("thinking") => {
                 if let Some(s) = text("thinking") {
+                    self.text(s);
+                }
+            }
+            Some("refusal") => {
+                if let Some(s) = text("refusal") {
                     self.text(s);
                 }
             }
@@ -372,6 +401,37 @@ mod tests {
         // 4 (role) + 8 (content) + 6 (call id) characters: ceil(18 / 4) + 3.
         assert_eq!(Encoding::Approximate.count_message(ValueRef::new(&m)), 5 + 3);
         assert_eq!(Encoding::Approximate.priming(), 0);
+    }
+
+    #[test]
+    fn items_cost_their_texts_and_the_message_overhead() {
+        let e = Encoding::O200kBase;
+        let output = "the weather in Paris is sunny and 21 degrees ".repeat(50);
+        let mut buf = Vec::new();
+        let mut enc = Encoder::new(&mut buf);
+        let d = enc.open_dict(3);
+        enc.key("type");
+        enc.str("function_call_output");
+        enc.key("call_id");
+        enc.str("call_1");
+        enc.key("output");
+        enc.str(&output);
+        enc.close(d);
+        assert_eq!(e.count_message(ValueRef::new(&buf)), e.count(&output) + PER_MESSAGE);
+        let mut buf = Vec::new();
+        let mut enc = Encoder::new(&mut buf);
+        let d = enc.open_dict(4);
+        enc.key("type");
+        enc.str("function_call");
+        enc.key("call_id");
+        enc.str("call_1");
+        enc.key("name");
+        enc.str("weather");
+        enc.key("arguments");
+        enc.str("{\"city\": \"Paris\"}");
+        enc.close(d);
+        let expected = e.count("weather") + e.count("{\"city\": \"Paris\"}") + PER_TOOL_CALL + PER_MESSAGE;
+        assert_eq!(e.count_message(ValueRef::new(&buf)), expected);
     }
 
     #[test]

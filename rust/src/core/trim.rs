@@ -11,6 +11,7 @@ use std::ops::Range;
 
 use crate::core::arena::{Arena, NodeId};
 use crate::core::cow_vec::CowVec;
+use crate::core::pairs;
 use crate::core::roles::Role;
 use crate::core::snapshot::View;
 use crate::core::store::Store;
@@ -89,6 +90,12 @@ enum Kind {
     ToolResult,
     /// A user message carrying `tool_result` blocks (Anthropic).
     Results,
+    /// A Responses API call item (`function_call`, ...).
+    ItemCall,
+    /// A Responses API output item (`function_call_output`, ...).
+    ItemOutput,
+    /// A Responses API `reasoning` item: one unit with the item it comes before.
+    Reasoning,
 }
 
 fn has_block(message: ValueRef<'_>, kind: &str) -> bool {
@@ -103,6 +110,18 @@ fn has_block(message: ValueRef<'_>, kind: &str) -> bool {
 }
 
 fn kind(arena: &Arena, id: NodeId) -> Kind {
+    let message = arena.message(id);
+    if let Some(item_type) = message.field("type").and_then(ValueRef::as_str)
+        && item_type != "message"
+    {
+        let has_call_id = message.field("call_id").is_some_and(|v| !v.is_null());
+        return match pairs::item_kind(item_type, has_call_id) {
+            pairs::Kind::ItemCall => Kind::ItemCall,
+            pairs::Kind::ItemOutput => Kind::ItemOutput,
+            pairs::Kind::Reasoning => Kind::Reasoning,
+            _ => Kind::Plain,
+        };
+    }
     match arena.role(id) {
         Role::Tool => Kind::ToolResult,
         Role::Assistant => {
@@ -139,34 +158,73 @@ impl Messages<'_> {
 
     /// The unit that ends at `last`, not reaching below `floor`.
     fn unit_ending_at(&self, last: usize, floor: usize) -> Range<usize> {
+        let mut first = last;
         match self.kind(last) {
             Kind::ToolResult => {
-                let mut first = last;
                 while first > floor && self.kind(first - 1) == Kind::ToolResult {
                     first -= 1;
                 }
                 if first > floor && self.kind(first - 1) == Kind::Calls {
-                    first - 1..last + 1
-                } else {
-                    last..last + 1
+                    first -= 1;
                 }
             }
-            Kind::Results if last > floor && self.kind(last - 1) == Kind::Calls => last - 1..last + 1,
-            _ => last..last + 1,
+            Kind::Results if last > floor && self.kind(last - 1) == Kind::Calls => first -= 1,
+            Kind::ItemOutput => {
+                while first > floor && self.kind(first - 1) == Kind::ItemOutput {
+                    first -= 1;
+                }
+                if first > floor && self.kind(first - 1) == Kind::ItemCall {
+                    first = self.calls_run_start(first - 1, floor);
+                }
+            }
+            Kind::ItemCall | Kind::Reasoning => first = self.calls_run_start(last, floor),
+            _ => {}
         }
+        // Reasoning items stay with the item right after them.
+        while first > floor && self.kind(first - 1) == Kind::Reasoning {
+            first -= 1;
+        }
+        first..last + 1
+    }
+
+    /// The start of the run of call and reasoning items that holds `at`, not below `floor`.
+    fn calls_run_start(&self, mut at: usize, floor: usize) -> usize {
+        while at > floor && matches!(self.kind(at - 1), Kind::ItemCall | Kind::Reasoning) {
+            at -= 1;
+        }
+        at
     }
 
     /// The unit that starts at `first`, not reaching `ceiling`.
     fn unit_starting_at(&self, first: usize, ceiling: usize) -> Range<usize> {
-        if self.kind(first) != Kind::Calls {
-            return first..first + 1;
-        }
-        let mut end = first + 1;
-        while end < ceiling && self.kind(end) == Kind::ToolResult {
+        let mut end = first;
+        while end < ceiling && self.kind(end) == Kind::Reasoning {
             end += 1;
         }
-        if end == first + 1 && end < ceiling && self.kind(end) == Kind::Results {
-            end += 1;
+        if end == ceiling {
+            return first..end;
+        }
+        let kind = self.kind(end);
+        end += 1;
+        match kind {
+            Kind::Calls => {
+                let after_call = end;
+                while end < ceiling && self.kind(end) == Kind::ToolResult {
+                    end += 1;
+                }
+                if end == after_call && end < ceiling && self.kind(end) == Kind::Results {
+                    end += 1;
+                }
+            }
+            Kind::ItemCall => {
+                while end < ceiling && matches!(self.kind(end), Kind::ItemCall | Kind::Reasoning) {
+                    end += 1;
+                }
+                while end < ceiling && self.kind(end) == Kind::ItemOutput {
+                    end += 1;
+                }
+            }
+            _ => {}
         }
         first..end
     }
