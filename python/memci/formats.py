@@ -391,6 +391,8 @@ def to_openai(
 
 # ---- Responses API items ----------------------------------------------------------------------------
 
+#: Responses content part types that chat messages may already hold: passed through as they are.
+_RESPONSES_PARTS = frozenset(("input_text", "input_image", "input_file", "output_text"))
 #: A chat tool call's type (also the key of its dict) -> the Responses item type and its text key.
 _CALL_ITEMS = {"function": ("function_call", "arguments"), "custom": ("custom_tool_call", "input")}
 
@@ -417,7 +419,7 @@ def _input_parts(content: list[Any], path: str, *, assistant: bool) -> list[Bloc
             out.append({"type": "input_image", "image_url": url, "detail": detail})
         elif kind == "file" and not assistant and isinstance(part.get("file"), dict):
             out.append({"type": "input_file", **part["file"]})
-        elif isinstance(kind, str) and kind.startswith(("input_", "output_")):
+        elif kind in _RESPONSES_PARTS:
             out.append(dict(part))  # already a Responses part
         else:
             raise _fail(where, f"a {kind!r} part has no Responses API equivalent")

@@ -403,35 +403,32 @@ mod tests {
         assert_eq!(Encoding::Approximate.priming(), 0);
     }
 
+    fn item(json: &serde_json::Value) -> Vec<u8> {
+        let mut buf = Vec::new();
+        crate::core::json::encode_json(&mut Encoder::new(&mut buf), json);
+        buf
+    }
+
     #[test]
     fn items_cost_their_texts_and_the_message_overhead() {
         let e = Encoding::O200kBase;
         let output = "the weather in Paris is sunny and 21 degrees ".repeat(50);
-        let mut buf = Vec::new();
-        let mut enc = Encoder::new(&mut buf);
-        let d = enc.open_dict(3);
-        enc.key("type");
-        enc.str("function_call_output");
-        enc.key("call_id");
-        enc.str("call_1");
-        enc.key("output");
-        enc.str(&output);
-        enc.close(d);
-        assert_eq!(e.count_message(ValueRef::new(&buf)), e.count(&output) + PER_MESSAGE);
-        let mut buf = Vec::new();
-        let mut enc = Encoder::new(&mut buf);
-        let d = enc.open_dict(4);
-        enc.key("type");
-        enc.str("function_call");
-        enc.key("call_id");
-        enc.str("call_1");
-        enc.key("name");
-        enc.str("weather");
-        enc.key("arguments");
-        enc.str("{\"city\": \"Paris\"}");
-        enc.close(d);
-        let expected = e.count("weather") + e.count("{\"city\": \"Paris\"}") + PER_TOOL_CALL + PER_MESSAGE;
-        assert_eq!(e.count_message(ValueRef::new(&buf)), expected);
+        let m = item(&serde_json::json!({"type": "function_call_output", "call_id": "call_1", "output": output}));
+        assert_eq!(e.count_message(ValueRef::new(&m)), e.count(&output) + PER_MESSAGE);
+        let arguments = r#"{"city": "Paris"}"#;
+        let m = item(&serde_json::json!({
+            "type": "function_call", "call_id": "call_1", "name": "weather", "arguments": arguments, "status": "completed"
+        }));
+        let expected = e.count("weather") + e.count(arguments) + PER_TOOL_CALL + PER_MESSAGE;
+        assert_eq!(e.count_message(ValueRef::new(&m)), expected);
+        let m = item(&serde_json::json!({
+            "type": "reasoning", "id": "rs_1", "encrypted_content": "gAAAA",
+            "summary": [{"type": "summary_text", "text": "Looked up the city."}]
+        }));
+        assert_eq!(
+            e.count_message(ValueRef::new(&m)),
+            e.count("Looked up the city.") + PER_MESSAGE
+        );
     }
 
     #[test]

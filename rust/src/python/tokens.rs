@@ -11,7 +11,7 @@ use rayon::prelude::*;
 use crate::core::error::Error;
 use crate::core::tokens::Encoding;
 use crate::core::value::ValueRef;
-use crate::python::convert::{encode_value, type_name};
+use crate::python::convert::{dumped, encode_value, type_name};
 
 /// Texts longer than this are counted with the GIL released.
 const DETACH_FROM_BYTES: usize = 16 << 10;
@@ -27,11 +27,21 @@ struct Encoded {
 }
 
 impl Encoded {
+    /// Add one message: a dict, or an SDK object taken as its [`dumped`] dict.
     fn add(&mut self, obj: &Bound<'_, PyAny>, path: &dyn Fn() -> String) -> Result<(), Error> {
-        if !obj.is_instance_of::<PyDict>() {
-            let kind = type_name(obj);
-            return Err(Error::message(path(), format!("a message must be a dict, got {kind}")));
-        }
+        let dump;
+        let obj = if obj.is_instance_of::<PyDict>() {
+            obj
+        } else {
+            dump = dumped(obj)
+                .map_err(|err| Error::message(path(), format!("model_dump() failed: {err}")))?
+                .filter(PyAnyMethods::is_instance_of::<PyDict>);
+            let Some(dump) = dump.as_ref() else {
+                let kind = type_name(obj);
+                return Err(Error::message(path(), format!("a message must be a dict, got {kind}")));
+            };
+            dump
+        };
         let start = self.bytes.len();
         encode_value(obj, &mut self.bytes, &path())?;
         self.spans.push(start..self.bytes.len());
