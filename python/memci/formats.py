@@ -71,6 +71,8 @@ class AnthropicRequest(TypedDict):
 _ANTHROPIC_BLOCKS = frozenset(
     ("text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking", "search_result")
 )
+#: Keys from_langchain keeps that the Chat Completions API has no place for: to_openai leaves them out.
+_NOT_CHAT_KEYS = frozenset(("id", "status"))
 #: Image media types Anthropic accepts in a base64 source.
 _IMAGE_TYPES = frozenset(("image/jpeg", "image/png", "image/gif", "image/webp"))
 
@@ -214,6 +216,8 @@ def _tool_result(m: Message, path: str) -> Block:
         block["content"] = content
     elif content is not None:
         block["content"] = _blocks_to_anthropic(content, f"{path}.content")
+    if m.get("status") == "error":  # LangChain's ToolMessage(status="error"), from from_langchain
+        block["is_error"] = True
     return block
 
 
@@ -379,7 +383,8 @@ def to_openai(
     for i, m in enumerate(items):
         role, path = m["role"], f"messages[{i}]"
         if role in ("system", "developer", "tool") or "tool_calls" in m:
-            out.append(dict(m))  # already OpenAI-shaped
+            # Already OpenAI-shaped; `id` and `status` (from from_langchain) are not chat fields.
+            out.append({k: v for k, v in m.items() if k not in _NOT_CHAT_KEYS})
         elif role == "user":
             out += _user_to_openai(m, path)
         elif role == "assistant":
@@ -584,10 +589,12 @@ def _langchain() -> Any:
     return messages
 
 
-def to_langchain(messages: Iterable[Message]) -> list[BaseMessage]:
+def to_langchain(messages: Iterable[Any]) -> list[BaseMessage]:
     """OpenAI-format messages as LangChain message objects (``SystemMessage``, ``HumanMessage``,
     ``AIMessage`` with parsed ``tool_calls``, ``ToolMessage``), by LangChain's own
-    ``convert_to_messages``. For an Anthropic-format list, ``to_langchain(to_openai(...))``.
+    ``convert_to_messages``, which reads a message's ``id``, ``name`` and a tool message's
+    ``status`` (``"error"`` from :func:`from_langchain`). For an Anthropic-format list,
+    ``to_langchain(to_openai(...))``; for Responses items, ``to_langchain(from_responses(...))``.
     Needs ``langchain-core`` (``pip install 'memci[langchain]'``). O(n)."""
     items = _messages(messages, "to_langchain")
     return list(_langchain().convert_to_messages(items))
@@ -595,11 +602,21 @@ def to_langchain(messages: Iterable[Message]) -> list[BaseMessage]:
 
 def from_langchain(messages: Iterable[BaseMessage]) -> list[Message]:
     """LangChain message objects as OpenAI-format dicts, by LangChain's own
-    ``convert_to_openai_messages``; an assistant message that only calls tools gets ``content``
-    None, as the OpenAI API sends it (LangChain writes ``""``). Needs ``langchain-core``. O(n)."""
+    ``convert_to_openai_messages``, keeping what it leaves out: each message's ``id`` and a tool
+    message's ``status`` when it is ``"error"`` (:func:`to_anthropic` makes it ``is_error``;
+    :func:`to_openai` leaves both keys out, the Chat Completions API has neither). An assistant
+    message that only calls tools gets ``content`` None, as the OpenAI API sends it (LangChain writes
+    ``""``). Needs ``langchain-core``. O(n)."""
     lc = _langchain()
-    out: list[Message] = lc.convert_to_openai_messages(list(messages))
-    for m in out:
+    objects = list(messages)
+    out: list[Message] = lc.convert_to_openai_messages(objects)
+    for m, obj in zip(out, objects, strict=len(out) == len(objects)):
         if m.get("role") == "assistant" and m.get("tool_calls") and m.get("content") == "":
             m["content"] = None
+        if isinstance(getattr(obj, "name", None), str) and "name" not in m:
+            m["name"] = obj.name
+        if isinstance(getattr(obj, "id", None), str):
+            m["id"] = obj.id
+        if m.get("role") == "tool" and getattr(obj, "status", None) == "error":
+            m["status"] = "error"
     return out
