@@ -204,13 +204,14 @@ def _as_sequence(messages: object) -> list[Message] | tuple[Message, ...]:
 def sanitize_messages(messages: Iterable[Message]) -> SanitizeResult:
     """Remove the messages the model APIs would refuse for their tool calls or results.
 
-    Accepts OpenAI-format and Anthropic-format lists (or any iterable of message dicts); never
-    changes them. The result's ``messages`` is a new list of the input's own dict objects, in
-    order, without the removed ones; when nothing is removed it equals the input. Logs one warning
-    on ``logging.getLogger("memci")`` when something is removed. Reads only ``role``,
-    ``tool_calls[*].id``, ``tool_call_id`` and content blocks' ``type``, ``id`` and ``tool_use_id``.
-    Raises :class:`~memci.errors.InvalidMessageError` when an item is not a dict or has no ``str``
-    role. O(n).
+    Accepts OpenAI chat, Anthropic and Responses API lists, mixed (or any iterable of message
+    dicts, SDK objects taken as their ``model_dump``); never changes them. The result's ``messages``
+    is a new list of the input's own objects, in order, without the removed ones; when nothing is
+    removed it equals the input. Logs one warning on ``logging.getLogger("memci")`` when something
+    is removed. Reads only ``role``, ``type``, ``call_id``, ``tool_calls[*].id``, ``tool_call_id``
+    and content blocks' ``type``, ``id`` and ``tool_use_id``. Raises
+    :class:`~memci.errors.InvalidMessageError` when an entry is not a dict, or is not a Responses
+    item and has no ``str`` role. O(n).
     """
     items = _as_sequence(messages)
     findings = _core.scan_list(items)
