@@ -99,6 +99,15 @@ def _is_item(message: Message) -> bool:
     return isinstance(kind, str) and kind != "message"
 
 
+def _is_responses(message: Message) -> bool:
+    """Whether a message dict is in the Responses API's shape: an item other than a message, or a
+    message whose content holds Responses parts (``input_text``, ``output_text``, ...). An Anthropic
+    message dumped from its SDK object also has ``"type": "message"``: its blocks tell it apart."""
+    content = message.get("content")
+    parts = content if isinstance(content, list) else ()
+    return _is_item(message) or any(isinstance(p, dict) and p.get("type") in _RESPONSES_PARTS for p in parts)
+
+
 def _messages(messages: Iterable[Any], what: str, *, items: bool = False) -> list[Message]:
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
         raise _fail("messages", f"{what} takes a list of message dicts, got {type(messages).__name__}")
@@ -247,7 +256,7 @@ def to_anthropic(messages: Iterable[Any]) -> AnthropicRequest:
     object, an audio or file part, an unknown role). O(n).
     """
     items = _messages(messages, "to_anthropic", items=True)
-    if any("type" in m for m in items):
+    if any(_is_responses(m) for m in items):
         items = cast("list[Message]", from_responses(items))
     system: list[tuple[Message, str]] = []
     out: list[Message] = []

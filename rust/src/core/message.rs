@@ -39,6 +39,19 @@ fn kind(v: ValueRef<'_>) -> &'static str {
     }
 }
 
+/// Codes of the keys in `WELL_KNOWN_KEYS` that readers of stored messages compare instead of key
+/// names (the check on every append, the pair scan).
+pub mod key {
+    pub const ROLE: usize = 0;
+    pub const CONTENT: usize = 1;
+    pub const TOOL_CALLS: usize = 2;
+    pub const TOOL_CALL_ID: usize = 3;
+    pub const TIMESTAMP: usize = 5;
+    pub const TYPE: usize = 6;
+    pub const ID: usize = 8;
+    pub const TOOL_USE_ID: usize = 12;
+}
+
 /// Timestamps above this are taken as milliseconds (what `Date.now()` produces).
 const MILLISECONDS_ABOVE: f64 = 1e11;
 
@@ -56,17 +69,20 @@ pub fn check(message: ValueRef<'_>) -> Result<Facts, Broken> {
     let mut item_type = None;
     // An assistant message may leave `content` out when it carries one of these instead.
     let mut instead_of_content = false;
-    for (key, value) in fields.entries() {
-        match key {
-            "role" => role = Some(value),
-            "content" => content = Some(value),
-            "tool_calls" => tool_calls = Some(value),
-            "tool_call_id" => tool_call_id = Some(value),
-            "timestamp" => timestamp = Some(value),
-            "type" => item_type = Some(value),
-            "function_call" | "audio" => instead_of_content |= value.as_dict().is_some(),
-            "refusal" => instead_of_content |= value.as_str().is_some(),
-            _ => {}
+    for (name, value) in fields.keyed_entries() {
+        match name.code {
+            Some(key::ROLE) => role = Some(value),
+            Some(key::CONTENT) => content = Some(value),
+            Some(key::TOOL_CALLS) => tool_calls = Some(value),
+            Some(key::TOOL_CALL_ID) => tool_call_id = Some(value),
+            Some(key::TIMESTAMP) => timestamp = Some(value),
+            Some(key::TYPE) => item_type = Some(value),
+            Some(_) => {}
+            None => match name.name {
+                "function_call" | "audio" => instead_of_content |= value.as_dict().is_some(),
+                "refusal" => instead_of_content |= value.as_str().is_some(),
+                _ => {}
+            },
         }
     }
     if let Some(item_type) = item_type
@@ -474,6 +490,35 @@ mod tests {
         for (m, at) in cases {
             assert_eq!(place(m), Err(at.to_owned()), "{m}");
         }
+    }
+
+    #[test]
+    fn key_codes_name_the_keys_they_stand_for() {
+        use crate::core::value::WELL_KNOWN_KEYS as K;
+        let codes = [
+            key::ROLE,
+            key::CONTENT,
+            key::TOOL_CALLS,
+            key::TOOL_CALL_ID,
+            key::TIMESTAMP,
+            key::TYPE,
+            key::ID,
+            key::TOOL_USE_ID,
+        ];
+        let names: Vec<&str> = codes.iter().map(|&c| K[c]).collect();
+        assert_eq!(
+            names,
+            [
+                "role",
+                "content",
+                "tool_calls",
+                "tool_call_id",
+                "timestamp",
+                "type",
+                "id",
+                "tool_use_id"
+            ]
+        );
     }
 
     #[test]

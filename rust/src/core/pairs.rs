@@ -433,14 +433,9 @@ fn group<'a>(facts: &Facts<'a>, a: usize, scratch: &mut Scratch<'a>, out: &mut V
     end
 }
 
-// Codes of the keys the scan reads, in `WELL_KNOWN_KEYS`: stored messages are read by comparing
-// one-byte key codes, not key names (a third of the scan's time went to `memcmp` otherwise).
-const CONTENT: usize = 1;
-const TOOL_CALLS: usize = 2;
-const TOOL_CALL_ID: usize = 3;
-const TYPE: usize = 6;
-const ID: usize = 8;
-const TOOL_USE_ID: usize = 12;
+// The scan reads stored messages by comparing one-byte key codes, not key names (a third of the
+// scan's time went to `memcmp` otherwise): see `message::key`.
+use crate::core::message::key::{CONTENT, ID, TOOL_CALL_ID, TOOL_CALLS, TOOL_USE_ID, TYPE};
 
 /// The value under the well-known key `code` in a dict.
 fn field(dict: Items<'_>, code: usize) -> Option<ValueRef<'_>> {
@@ -457,10 +452,22 @@ pub fn stored_kind<'a>(role: Role, message: ValueRef<'a>, id: &mut impl FnMut(Op
     let Some(fields) = message.as_dict() else {
         return Kind::Other;
     };
-    if let Some(item_type) = field(fields, TYPE).and_then(ValueRef::as_str)
+    // One pass over the keys: this runs once per stored message, on a cache miss.
+    let (mut item_type, mut content, mut calls, mut tool_call_id, mut call_id) = (None, None, None, None, None);
+    for (key, value) in fields.keyed_entries() {
+        match key.code {
+            Some(TYPE) => item_type = value.as_str(),
+            Some(CONTENT) => content = Some(value),
+            Some(TOOL_CALLS) => calls = Some(value),
+            Some(TOOL_CALL_ID) => tool_call_id = Some(value),
+            None if key.name == "call_id" => call_id = Some(value),
+            _ => {}
+        }
+    }
+    if let Some(item_type) = item_type
         && item_type != "message"
     {
-        let call_id = fields.field("call_id").filter(|v| !v.is_null());
+        let call_id = call_id.filter(|v| !v.is_null());
         let kind = item_kind(item_type, call_id.is_some());
         if matches!(kind, Kind::ItemCall | Kind::ItemOutput) {
             id(call_id.and_then(ValueRef::as_str));
@@ -469,26 +476,19 @@ pub fn stored_kind<'a>(role: Role, message: ValueRef<'a>, id: &mut impl FnMut(Op
     }
     match role {
         Role::Assistant => {
-            for (key, value) in fields.keyed_entries() {
-                match key.code {
-                    Some(TOOL_CALLS) => {
-                        if let Some(calls) = value.as_list() {
-                            calls.values().for_each(|call| id(str_field(call, ID)));
-                        }
-                    }
-                    Some(CONTENT) => {
-                        block_ids(value, "tool_use", ID, id);
-                    }
-                    _ => {}
-                }
+            if let Some(calls) = calls.and_then(ValueRef::as_list) {
+                calls.values().for_each(|call| id(str_field(call, ID)));
+            }
+            if let Some(content) = content {
+                block_ids(content, "tool_use", ID, id);
             }
             Kind::Calls
         }
         Role::Tool => {
-            id(field(fields, TOOL_CALL_ID).and_then(ValueRef::as_str));
+            id(tool_call_id.and_then(ValueRef::as_str));
             Kind::ToolResult
         }
-        Role::User => match field(fields, CONTENT) {
+        Role::User => match content {
             Some(content) if block_ids(content, "tool_result", TOOL_USE_ID, id) => Kind::LateBlockResults,
             _ => Kind::BlockResults,
         },
@@ -688,17 +688,6 @@ mod tests {
         assert_eq!(removed("a:x o:x"), [(0, "unanswered"), (1, "orphan_output")]);
         assert_eq!(removed("f:x t:x"), [(0, "unanswered_call"), (1, "orphan")]);
         assert!(removed("a:x t:x f:x o:x").is_empty());
-    }
-
-    #[test]
-    fn key_codes_name_the_keys_they_stand_for() {
-        use crate::core::value::WELL_KNOWN_KEYS as K;
-        let codes = [CONTENT, TOOL_CALLS, TOOL_CALL_ID, TYPE, ID, TOOL_USE_ID];
-        let names: Vec<&str> = codes.iter().map(|&c| K[c]).collect();
-        assert_eq!(
-            names,
-            ["content", "tool_calls", "tool_call_id", "type", "id", "tool_use_id"]
-        );
     }
 
     #[test]
