@@ -131,6 +131,18 @@ def test_sdk_objects_are_taken_as_their_dump() -> None:
     assert to_responses([reasoning, function_call]) == [REASONING, call("c2") | {"id": "fc_1", "status": "completed"}]
 
 
+def test_sdk_objects_inside_a_message_are_taken_as_their_dump() -> None:
+    from openai.types.chat import ChatCompletionMessageFunctionToolCall
+
+    tool_call = ChatCompletionMessageFunctionToolCall.model_validate(
+        {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    )
+    arr = MessageArray([{"role": "assistant", "content": None, "tool_calls": (tool_call,)}])
+    assert arr[0]["tool_calls"] == [tool_call.model_dump(mode="json", exclude_unset=True)]
+    assert MessageArray.from_json(arr.to_json()).messages() == arr.messages()
+    assert not arr.validate().valid  # unanswered: the dump is read like any call
+
+
 # ---- sanitizer, tokens, trims -------------------------------------------------------------------------
 
 
