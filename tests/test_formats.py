@@ -441,3 +441,24 @@ def test_an_anthropic_history_reaches_langchain_through_to_openai() -> None:
     lc = to_langchain(to_openai(history))
     assert [m.type for m in lc] == ["human", "ai", "tool"]
     assert to_anthropic(from_langchain(lc))["messages"] == history
+
+
+def test_langchain_ids_names_and_error_status_survive_the_round_trip() -> None:
+    pytest.importorskip("langchain_core")
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    objects = [
+        SystemMessage("Be terse.", id="s1"),
+        HumanMessage("weather?", id="h1", name="ana"),
+        AIMessage("", id="a1", name="bot", tool_calls=[{"name": "weather", "args": {"city": "Paris"}, "id": "c1"}]),
+        ToolMessage("service down", tool_call_id="c1", status="error", id="t1", name="weather"),
+        ToolMessage("sunny", tool_call_id="c2", id="t2"),
+    ]
+    dicts = from_langchain(objects)
+    assert [m.get("id") for m in dicts] == ["s1", "h1", "a1", "t1", "t2"]
+    assert [m.get("status") for m in dicts] == [None, None, None, "error", None]
+    assert to_langchain(dicts) == objects
+    assert to_langchain(MessageArray(dicts)) == objects  # stored as they came
+    results = to_anthropic(dicts)["messages"][2]["content"]
+    assert [block.get("is_error") for block in results] == [True, None]  # type: ignore[union-attr]
+    assert all("id" not in m and "status" not in m for m in to_openai(dicts))

@@ -1,4 +1,5 @@
-"""Properties of the sanitizer on random histories with random damage, in both formats: the output
+"""Properties of the sanitizer on random histories with random damage, in the three formats (OpenAI
+chat, Anthropic, Responses items) and mixed: the output
 validates, is a subsequence of the input, keeps every complete call/result group, and sanitizing
 again changes nothing; valid input comes back untouched; the Rust scan agrees with the pure-Python
 reference in ``tool_histories.py``, and ``MessageArray.sanitize`` with ``sanitize_messages``."""
@@ -11,7 +12,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 from memci import MessageArray, sanitize_messages, validate_messages
-from tool_histories import damaged, facts, formats, histories, reference_removals
+from tool_histories import damaged, facts, formats, histories, reference_removals, role_of
 
 Message = dict[str, Any]
 
@@ -47,7 +48,24 @@ def complete_groups(messages: list[Message]) -> list[list[int]]:
             answers = facts(messages[j])[1]
             if sorted(answers, key=str) == sorted(calls, key=str):
                 groups.append([i, j])
-    return groups
+    return groups + complete_item_pairs(messages)
+
+
+def complete_item_pairs(messages: list[Message]) -> list[list[int]]:
+    """Responses items, from the API's rule directly: a call item with a call_id, and the first
+    output item after it with that call_id, when no other call with that id comes between them."""
+    pairs = []
+    for i, m in enumerate(messages):
+        kind, ids = facts(m)
+        if kind != "item_call" or ids[0] is None:
+            continue
+        for j in range(i + 1, len(messages)):
+            if facts(messages[j]) == ("item_call", ids):
+                break
+            if facts(messages[j]) == ("item_output", ids):
+                pairs.append([i, j])
+                break
+    return pairs
 
 
 @given(formats.flatmap(damaged))
@@ -59,7 +77,7 @@ def test_the_output_validates_is_a_subsequence_and_keeps_complete_groups(history
     removed = {r.index for r in result.removed_messages}
     for group in complete_groups(history):
         assert not removed & set(group), group
-    assert [r.role for r in result.removed_messages] == [history[r.index]["role"] for r in result.removed_messages]
+    assert [r.role for r in result.removed_messages] == [role_of(history[r.index]) for r in result.removed_messages]
 
 
 @given(formats.flatmap(damaged))
@@ -90,6 +108,12 @@ REASON_WORDS = {
     "no_id": "without a tool_",
     "duplicate": "duplicate tool result for|holds two tool_result blocks for",
     "results_not_first": "tool_result blocks must come first",
+    "unanswered_call": "no output item answers the call",
+    "call_item_without_id": "call item with an empty call_id",
+    "orphan_output": "orphan output for",
+    "duplicate_output": "duplicate output for",
+    "output_without_id": "output item with an empty call_id",
+    "reasoning_of_removed": "reasoning item before the removed call",
 }
 
 

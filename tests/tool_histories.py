@@ -1,6 +1,7 @@
-"""Tool-call histories in both formats, for the sanitizer and format tests: builders, hypothesis
-strategies that make histories and damage them, and a small pure-Python reference of the pair rules
-(docs/sanitizer.md) that the Rust scan is checked against."""
+"""Tool-call histories in the three formats (OpenAI chat, Anthropic, OpenAI Responses items), for the
+sanitizer and format tests: builders, hypothesis strategies that make histories and damage them, and a
+small pure-Python reference of the pair rules (docs/sanitizer.md) that the Rust scan is checked
+against."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ Message = dict[str, Any]
 @dataclass(frozen=True)
 class Format:
     """Builds messages in one format. ``results(*ids)`` answers calls: OpenAI, one tool message per
-    id; Anthropic, one user message of ``tool_result`` blocks."""
+    id; Anthropic, one user message of ``tool_result`` blocks; Responses, one ``function_call_output``
+    item per id. ``turn(*ids)`` makes the calls: one assistant message, or (Responses) a reasoning
+    item, the text and one ``function_call`` item per id."""
 
     name: str
 
@@ -31,6 +34,19 @@ class Format:
 
     def reply(self, text: str = "done") -> Message:
         return {"role": "assistant", "content": text}
+
+    def turn(self, *ids: str, text: str | None = None, reasoning: bool = False) -> list[Message]:
+        if self.name != "responses":
+            return [self.calls(*ids, text=text)]
+        out: list[Message] = []
+        if reasoning:
+            out.append({"type": "reasoning", "id": f"rs_{ids[0] if ids else ''}", "summary": []})
+        if text:
+            out.append({"role": "assistant", "content": text})
+        out += [
+            {"type": "function_call", "call_id": i, "name": "search", "arguments": json.dumps({"q": i})} for i in ids
+        ]
+        return out
 
     def calls(self, *ids: str, text: str | None = None) -> Message:
         if self.name == "openai":
@@ -47,6 +63,8 @@ class Format:
         return {"role": "assistant", "content": blocks}
 
     def results(self, *ids: str) -> list[Message]:
+        if self.name == "responses":
+            return [{"type": "function_call_output", "call_id": i, "output": f"result of {i}"} for i in ids]
         if self.name == "openai":
             return [{"role": "tool", "tool_call_id": i, "content": f"result of {i}"} for i in ids]
         return [
@@ -59,7 +77,10 @@ class Format:
 
 OPENAI = Format("openai")
 ANTHROPIC = Format("anthropic")
+RESPONSES = Format("responses")
+#: The two message formats (calls in one message).
 FORMATS = (OPENAI, ANTHROPIC)
+ALL_FORMATS = (OPENAI, ANTHROPIC, RESPONSES)
 
 
 # ---- the reference: the pair rules, written for clarity ---------------------------------------------
@@ -85,10 +106,37 @@ def _late(content: Any) -> bool:
     return any(kinds[k] and not all(kinds[:k]) for k in range(len(kinds)))
 
 
+#: The Responses API item types that call a tool the caller runs.
+CALL_TYPES = ("function_call", "custom_tool_call", "computer_call", "shell_call", "apply_patch_call")
+
+
+def item_type(message: Message) -> str | None:
+    """The type of a Responses API item other than a message, else None."""
+    kind = message.get("type")
+    return kind if type(kind) is str and kind != "message" else None
+
+
+def role_of(message: Message) -> str:
+    """The role a message is reported and indexed under (an item without one: ``tool`` for an
+    output, ``assistant`` for anything else)."""
+    kind = item_type(message)
+    if kind is not None and type(message.get("role")) is not str:
+        return "tool" if kind.endswith("_output") else "assistant"
+    return str(message["role"])
+
+
 def facts(message: Message) -> tuple[str, list[str | None]]:
     """(kind, ids): ``calls`` (an assistant message's call ids), ``tool`` (a tool message's id),
-    ``blocks`` (a user message's tool_result ids; ``late`` when one follows another block) or
-    ``other``."""
+    ``blocks`` (a user message's tool_result ids; ``late`` when one follows another block),
+    ``item_call`` / ``item_output`` (a Responses item's call_id), ``reasoning`` or ``other``."""
+    kind = item_type(message)
+    if kind is not None:
+        call_id = message.get("call_id")
+        if kind in CALL_TYPES:
+            return "item_call", [_id(call_id)]
+        if kind.removesuffix("_output") in CALL_TYPES and kind.endswith("_output") and call_id is not None:
+            return "item_output", [_id(call_id)]
+        return ("reasoning" if kind == "reasoning" else "other"), []
     role = message["role"]
     if role == "assistant":
         calls = message.get("tool_calls")
@@ -112,6 +160,7 @@ def reference_removals(messages: list[Message]) -> list[tuple[int, str]]:
     """(index, reason code) of each message to remove, in order."""
     kinds = [facts(m) for m in messages]
     out: dict[int, str] = {}
+    _reference_items(kinds, out)
     i = 0
     while i < len(messages):
         kind, ids = kinds[i]
@@ -179,6 +228,36 @@ def _reference_group(kinds: list[tuple[str, list[str | None]]], i: int, out: dic
     return j
 
 
+def _reference_items(kinds: list[tuple[str, list[str | None]]], out: dict[int, str]) -> None:
+    """The Responses item rules: an output answers the latest call with its call_id before it."""
+    answered: dict[int, int] = {}  # call index -> its first output
+    for j, (kind, ids) in enumerate(kinds):
+        if kind != "item_output":
+            continue
+        if ids[0] is None:
+            out[j] = "output_without_id"
+            continue
+        calls = [c for c in range(j) if kinds[c] == ("item_call", ids)]
+        if not calls:
+            out[j] = "orphan_output"
+        elif calls[-1] in answered:
+            out[j] = "duplicate_output"
+        else:
+            answered[calls[-1]] = j
+    for c, (kind, ids) in enumerate(kinds):
+        if kind == "item_call" and c not in answered:
+            out[c] = "call_item_without_id" if ids[0] is None else "unanswered_call"
+    run: list[int] = []
+    for k, (kind, _) in enumerate([*kinds, ("other", [])]):
+        if kind in ("reasoning", "item_call"):
+            run.append(k)
+            continue
+        calls = [c for c in run if kinds[c][0] == "item_call"]
+        if calls and all(c in out for c in calls):
+            out.update((r, "reasoning_of_removed") for r in run if kinds[r][0] == "reasoning")
+        run = []
+
+
 # ---- strategies ------------------------------------------------------------------------------------
 
 #: A small pool, so ids are reused across turns (as real transcripts do).
@@ -197,7 +276,8 @@ def histories(draw: st.DrawFn, fmt: Format) -> list[Message]:
             out.append(fmt.reply())
         else:
             ids = draw(st.lists(st.sampled_from(IDS), min_size=1, max_size=3, unique=True))
-            out.append(fmt.calls(*ids, text=draw(st.sampled_from([None, "Let me look."]))))
+            text = draw(st.sampled_from([None, "Let me look."]))
+            out.extend(fmt.turn(*ids, text=text, reasoning=draw(st.booleans())))
             out.extend(fmt.results(*draw(st.permutations(ids))))
     return out
 
@@ -205,7 +285,11 @@ def histories(draw: st.DrawFn, fmt: Format) -> list[Message]:
 def _rename(message: Message, new_id: str) -> Message:
     """The message with its first id replaced (``""``: no id); other messages unchanged."""
     m = json.loads(json.dumps(message))
-    if m["role"] == "tool":
+    if facts(m)[0] in ("item_call", "item_output"):
+        m["call_id"] = new_id
+    elif item_type(m) is not None:
+        pass
+    elif m["role"] == "tool":
         m["tool_call_id"] = new_id
     elif m.get("tool_calls"):
         m["tool_calls"][0]["id"] = new_id
@@ -236,9 +320,9 @@ def damaged(draw: st.DrawFn, fmt: Format) -> list[Message]:
             out[i], out[i + 1] = out[i + 1], out[i]
         elif action == "rename":
             out[i] = _rename(out[i], draw(st.sampled_from((*IDS, "call_z", ""))))
-        elif action == "text_first" and type(out[i]["content"]) is list:
+        elif action == "text_first" and type(out[i].get("content")) is list:
             out[i] = {**out[i], "content": [{"type": "text", "text": "note"}, *out[i]["content"]]}
     return out
 
 
-formats = st.sampled_from(FORMATS)
+formats = st.sampled_from(ALL_FORMATS)

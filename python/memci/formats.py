@@ -1,5 +1,5 @@
-"""Convert a history between the OpenAI chat format (memci's own), the Anthropic Messages format
-and LangChain message objects.
+"""Convert a history between the OpenAI chat format (memci's own), the Anthropic Messages format,
+the OpenAI Responses API's items and LangChain message objects.
 
 >>> request = to_anthropic([
 ...     {"role": "system", "content": "Be terse."},
@@ -12,40 +12,67 @@ and LangChain message objects.
 
 ``to_anthropic`` returns the keyword arguments of the Anthropic SDK's ``messages.create`` (so
 ``client.messages.create(model=..., max_tokens=..., **to_anthropic(history))``); ``to_openai``
-takes that dict back, or a list of Anthropic messages and a ``system``. Conversion never changes
-its input and never pairs or drops tool calls: run :func:`memci.sanitize_messages` for that (it reads
-both formats). Every rule and every decision: ``docs/sanitizer.md``.
+takes that dict back, or a list of Anthropic messages and a ``system``. ``to_responses`` gives the
+``input`` of the OpenAI SDK's ``responses.create``; ``from_responses`` takes items back to chat
+messages. Conversion never changes its input and never pairs or drops tool calls: run
+:func:`memci.sanitize_messages` for that (it reads every format). SDK message objects (anything
+with ``model_dump()``) are taken as their dump. The return types are the SDKs' own request types
+(for type checkers; at run time plain dicts and lists). Every rule and every decision:
+``docs/sanitizer.md``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypeAlias, TypedDict, cast
 
 from memci.errors import InvalidMessageError
 
 if TYPE_CHECKING:
+    from anthropic.types import MessageParam, TextBlockParam
     from langchain_core.messages import BaseMessage
+    from openai.types.chat import ChatCompletionMessageParam
+    from openai.types.responses import ResponseInputItemParam
 
-__all__ = ["AnthropicRequest", "from_langchain", "to_anthropic", "to_langchain", "to_openai"]
+__all__ = [
+    "AnthropicRequest",
+    "ChatMessage",
+    "ResponseItem",
+    "from_langchain",
+    "from_responses",
+    "to_anthropic",
+    "to_langchain",
+    "to_openai",
+    "to_responses",
+]
 
 Message = dict[str, Any]
 Block = dict[str, Any]
 
+#: A Chat Completions message as the OpenAI SDK types it (``ChatCompletionMessageParam``): what
+#: ``to_openai`` returns, for type checkers. At run time a plain dict.
+ChatMessage: TypeAlias = "ChatCompletionMessageParam"
+#: A Responses API input item as the OpenAI SDK types it (``ResponseInputItemParam``): what
+#: ``to_responses`` returns, for type checkers. At run time a plain dict.
+ResponseItem: TypeAlias = "ResponseInputItemParam"
+
 
 class AnthropicRequest(TypedDict):
-    """The ``system`` and ``messages`` arguments of Anthropic's ``messages.create``. ``system`` is
-    absent when the history has no system or developer message."""
+    """The ``system`` and ``messages`` arguments of Anthropic's ``messages.create``, typed as the
+    Anthropic SDK types them. ``system`` is absent when the history has no system or developer
+    message."""
 
-    system: NotRequired[str | list[Block]]
-    messages: list[Message]
+    system: NotRequired[str | list[TextBlockParam]]
+    messages: list[MessageParam]
 
 
 #: Anthropic block types that OpenAI-format messages may already hold: passed through as they are.
 _ANTHROPIC_BLOCKS = frozenset(
     ("text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking", "search_result")
 )
+#: Keys from_langchain keeps that the Chat Completions API has no place for: to_openai leaves them out.
+_NOT_CHAT_KEYS = frozenset(("id", "status"))
 #: Image media types Anthropic accepts in a base64 source.
 _IMAGE_TYPES = frozenset(("image/jpeg", "image/png", "image/gif", "image/webp"))
 
@@ -54,16 +81,45 @@ def _fail(path: str, text: str) -> InvalidMessageError:
     return InvalidMessageError(f"{path}: {text}", path=path)
 
 
-def _messages(messages: Iterable[Message], what: str) -> list[Message]:
+def _dumped(message: object) -> object:
+    """An SDK object (anything with a callable ``model_dump``) as the dict its SDK would send:
+    ``model_dump(mode="json", exclude_unset=True)``, the rule the store applies too."""
+    dump = getattr(message, "model_dump", None)
+    if isinstance(message, dict) or not callable(dump):
+        return message
+    try:
+        return dump(mode="json", exclude_unset=True)
+    except TypeError:
+        return dump()
+
+
+def _is_item(message: Message) -> bool:
+    """Whether a message dict is a Responses API item other than a message (it has a ``type``)."""
+    kind = message.get("type")
+    return isinstance(kind, str) and kind != "message"
+
+
+def _is_responses(message: Message) -> bool:
+    """Whether a message dict is in the Responses API's shape: an item other than a message, or a
+    message whose content holds Responses parts (``input_text``, ``output_text``, ...). An Anthropic
+    message dumped from its SDK object also has ``"type": "message"``: its blocks tell it apart."""
+    content = message.get("content")
+    parts = content if isinstance(content, list) else ()
+    return _is_item(message) or any(isinstance(p, dict) and p.get("type") in _RESPONSES_PARTS for p in parts)
+
+
+def _messages(messages: Iterable[Any], what: str, *, items: bool = False) -> list[Message]:
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
         raise _fail("messages", f"{what} takes a list of message dicts, got {type(messages).__name__}")
-    out = list(messages)
+    out = [_dumped(m) for m in messages]
     for i, m in enumerate(out):
         if not isinstance(m, dict):
             raise _fail(f"messages[{i}]", f"a message must be a dict, got {type(m).__name__}")
+        if items and _is_item(m):
+            continue
         if not isinstance(m.get("role"), str):
             raise _fail(f"messages[{i}].role", "missing or not a str")
-    return out
+    return cast("list[Message]", out)
 
 
 def _parts(content: list[Any], path: str) -> Iterator[tuple[Any, Any, str]]:
@@ -169,6 +225,8 @@ def _tool_result(m: Message, path: str) -> Block:
         block["content"] = content
     elif content is not None:
         block["content"] = _blocks_to_anthropic(content, f"{path}.content")
+    if m.get("status") == "error":  # LangChain's ToolMessage(status="error"), from from_langchain
+        block["is_error"] = True
     return block
 
 
@@ -183,8 +241,9 @@ def _system_blocks(m: Message, path: str) -> list[Block]:
     return blocks
 
 
-def to_anthropic(messages: Iterable[Message]) -> AnthropicRequest:
-    """OpenAI-format messages as the ``system`` and ``messages`` of Anthropic's ``messages.create``.
+def to_anthropic(messages: Iterable[Any]) -> AnthropicRequest:
+    """OpenAI-format messages (or Responses API items, through :func:`from_responses`) as the
+    ``system`` and ``messages`` of Anthropic's ``messages.create``.
 
     System and developer messages are lifted out, in order, into ``system`` (a str when there is
     exactly one with str content, else a list of text blocks; absent when there is none).
@@ -196,7 +255,9 @@ def to_anthropic(messages: Iterable[Message]) -> AnthropicRequest:
     naming the place of anything with no Anthropic equivalent (arguments that are not a JSON
     object, an audio or file part, an unknown role). O(n).
     """
-    items = _messages(messages, "to_anthropic")
+    items = _messages(messages, "to_anthropic", items=True)
+    if any(_is_responses(m) for m in items):
+        items = cast("list[Message]", from_responses(items))
     system: list[tuple[Message, str]] = []
     out: list[Message] = []
     results: list[Block] | None = None
@@ -217,12 +278,12 @@ def to_anthropic(messages: Iterable[Message]) -> AnthropicRequest:
             results.append(_tool_result(m, path))
         else:
             raise _fail(f"{path}.role", f"unknown role {role!r}")
-    request: AnthropicRequest = {"messages": out}
+    request: dict[str, Any] = {"messages": out}
     if len(system) == 1 and isinstance(system[0][0].get("content"), str):
         request = {"system": system[0][0]["content"], "messages": out}
     elif system:
         request = {"system": [b for m, path in system for b in _system_blocks(m, path)], "messages": out}
-    return request
+    return cast("AnthropicRequest", request)
 
 
 # ---- Anthropic -> OpenAI ----------------------------------------------------------------------------
@@ -303,8 +364,8 @@ def _assistant_to_openai(m: Message, path: str) -> Message:
 
 
 def to_openai(
-    messages: AnthropicRequest | Mapping[str, Any] | Iterable[Message], system: str | Sequence[Block] | None = None
-) -> list[Message]:
+    messages: AnthropicRequest | Mapping[str, Any] | Iterable[Any], system: str | Sequence[Any] | None = None
+) -> list[ChatMessage]:
     """Anthropic-format messages (and their ``system``) as OpenAI chat messages: the reverse of
     :func:`to_anthropic`, which returns what this takes (``to_openai(to_anthropic(h))``).
 
@@ -331,14 +392,199 @@ def to_openai(
     for i, m in enumerate(items):
         role, path = m["role"], f"messages[{i}]"
         if role in ("system", "developer", "tool") or "tool_calls" in m:
-            out.append(dict(m))  # already OpenAI-shaped
+            # Already OpenAI-shaped; `id` and `status` (from from_langchain) are not chat fields.
+            out.append({k: v for k, v in m.items() if k not in _NOT_CHAT_KEYS})
         elif role == "user":
             out += _user_to_openai(m, path)
         elif role == "assistant":
             out.append(_assistant_to_openai(m, path))
         else:
             raise _fail(f"{path}.role", f"unknown role {role!r}")
+    return cast("list[ChatMessage]", out)
+
+
+# ---- Responses API items ----------------------------------------------------------------------------
+
+#: Responses content part types that chat messages may already hold: passed through as they are.
+_RESPONSES_PARTS = frozenset(("input_text", "input_image", "input_file", "output_text"))
+#: A chat tool call's type (also the key of its dict) -> the Responses item type and its text key.
+_CALL_ITEMS = {"function": ("function_call", "arguments"), "custom": ("custom_tool_call", "input")}
+
+
+def _input_parts(content: list[Any], path: str, *, assistant: bool) -> list[Block]:
+    """Chat content parts as Responses content parts (``output_text`` for an assistant)."""
+    out: list[Block] = []
+    for part, kind, where in _parts(content, path):
+        if kind == "text":
+            text = _text(part, where)["text"]
+            out.append(
+                {"type": "output_text", "text": text, "annotations": []}
+                if assistant
+                else {"type": "input_text", "text": text}
+            )
+        elif kind == "refusal" and assistant:
+            out.append({"type": "refusal", "refusal": str(part.get("refusal", ""))})
+        elif kind == "image_url" and not assistant:
+            image = part.get("image_url")
+            url = image.get("url") if isinstance(image, dict) else image
+            if not isinstance(url, str):
+                raise _fail(f"{where}.image_url", "an image_url part needs a url")
+            detail = image.get("detail", "auto") if isinstance(image, dict) else "auto"
+            out.append({"type": "input_image", "image_url": url, "detail": detail})
+        elif kind == "file" and not assistant and isinstance(part.get("file"), dict):
+            out.append({"type": "input_file", **part["file"]})
+        elif kind in _RESPONSES_PARTS:
+            out.append(dict(part))  # already a Responses part
+        else:
+            raise _fail(where, f"a {kind!r} part has no Responses API equivalent")
     return out
+
+
+def _chat_to_items(m: Message, path: str, kinds: dict[str, str]) -> list[Message]:
+    role = m["role"]
+    content = m.get("content")
+    if role == "tool":
+        call_id = m.get("tool_call_id")
+        output: Any = (
+            content if isinstance(content, str) else _input_parts(content or [], f"{path}.content", assistant=False)
+        )
+        kind = kinds.get(call_id, "function_call") if isinstance(call_id, str) else "function_call"
+        return [{"type": f"{kind}_output", "call_id": call_id, "output": output}]
+    if role not in ("system", "developer", "user", "assistant"):
+        raise _fail(f"{path}.role", f"unknown role {role!r}")
+    out: list[Message] = []
+    assistant = role == "assistant"
+    if isinstance(content, list):
+        parts = _input_parts(content, f"{path}.content", assistant=assistant)
+        if assistant:
+            # An assistant's parts need an output message, whose id and status only the API assigns:
+            # their text goes as one string, as the API takes an assistant's input message.
+            texts = [p.get("text") or p.get("refusal") or "" for p in parts]
+            if any(texts):
+                out.append({"role": role, "content": "".join(texts)})
+        elif parts or not m.get("tool_calls"):
+            out.append({"role": role, "content": parts})
+    elif isinstance(content, str) and (content or not m.get("tool_calls")):
+        out.append({"role": role, "content": content})
+    elif content is None and assistant and isinstance(m.get("refusal"), str):
+        out.append({"role": role, "content": m["refusal"]})
+    elif content is not None and not isinstance(content, str):
+        raise _fail(f"{path}.content", f"must be a str, a list of parts or None, got {type(content).__name__}")
+    for k, call in enumerate(m.get("tool_calls") or []):
+        kind = "custom" if isinstance(call, dict) and call.get("type") == "custom" else "function"
+        inner = call.get(kind) if isinstance(call, dict) else None
+        if not isinstance(inner, dict):
+            raise _fail(f"{path}.tool_calls[{k}]", f"a tool call needs an id and a {kind} dict")
+        item_type, text = _CALL_ITEMS[kind]
+        kinds[str(call.get("id"))] = item_type
+        out.append({"type": item_type, "call_id": call.get("id"), "name": inner.get("name"), text: inner.get(text)})
+    return out
+
+
+def to_responses(messages: AnthropicRequest | Mapping[str, Any] | Iterable[Any]) -> list[ResponseItem]:
+    """Chat messages (or an Anthropic request, through :func:`to_openai`) as the ``input`` items of
+    the OpenAI Responses API: ``client.responses.create(model=..., input=to_responses(history))``.
+
+    System, developer and user messages become input messages (string content stays a string; text
+    parts become ``input_text``, ``image_url`` parts ``input_image``); an assistant's text becomes an
+    assistant input message with string content; each of its ``tool_calls`` a ``function_call``
+    item (a ``custom`` call a ``custom_tool_call``) after it; each tool message a
+    ``function_call_output`` (or ``custom_tool_call_output``) with the same ``call_id``. Items
+    already in the list pass through unchanged. Raises :class:`~memci.errors.InvalidMessageError`
+    naming the place of what has no equivalent (an audio part, an unknown role). O(n).
+    """
+    if isinstance(messages, Mapping):
+        messages = to_openai(messages)
+    items = _messages(messages, "to_responses", items=True)
+    out: list[Message] = []
+    kinds: dict[str, str] = {}
+    for i, m in enumerate(items):
+        if "type" in m:
+            out.append(dict(m))  # already an item (a message item included)
+            if _is_item(m) and isinstance(m.get("call_id"), str):
+                kinds[m["call_id"]] = m["type"].removesuffix("_output")
+        else:
+            out += _chat_to_items(m, f"messages[{i}]", kinds)
+    return cast("list[ResponseItem]", out)
+
+
+def _chat_parts(content: list[Any], path: str) -> list[Block]:
+    """Responses content parts as chat content parts."""
+    out: list[Block] = []
+    for part, kind, where in _parts(content, path):
+        if kind in ("input_text", "output_text", "text", "summary_text"):
+            out.append({"type": "text", "text": _text(part, where)["text"]})
+        elif kind == "input_image" and isinstance(part.get("image_url"), str):
+            image: Block = {"url": part["image_url"]}
+            if part.get("detail") in ("low", "high"):
+                image["detail"] = part["detail"]
+            out.append({"type": "image_url", "image_url": image})
+        elif kind == "input_file":
+            fields = ("file_data", "file_id", "filename")
+            out.append({"type": "file", "file": {k: part[k] for k in fields if part.get(k) is not None}})
+        else:
+            raise _fail(where, f"a {kind!r} part has no chat equivalent")
+    return out
+
+
+def _message_from_item(m: Message, path: str) -> Message:
+    role, content = m["role"], m.get("content")
+    if isinstance(content, str) or role != "assistant":
+        text = content if isinstance(content, str) else _chat_parts(content or [], f"{path}.content")
+        return {"role": role, "content": text}
+    out: Message = {"role": "assistant", "content": None}
+    texts: list[str] = []
+    for part, kind, where in _parts(content or [], f"{path}.content"):
+        if kind == "refusal":
+            out["refusal"] = part.get("refusal")
+        else:
+            texts.append(_chat_parts([part], where)[0]["text"])
+    if texts or "refusal" not in out:
+        out["content"] = texts[0] if len(texts) == 1 else "".join(texts)
+    return out
+
+
+def from_responses(items: Iterable[Any]) -> list[ChatMessage]:
+    """Responses API items (``input`` items, or a response's ``output``; SDK objects too) as chat
+    messages: the reverse of :func:`to_responses` (``from_responses(to_responses(h))``).
+
+    Message items become messages (``input_text`` and ``output_text`` parts become text parts, one
+    assistant text a string content); consecutive ``function_call`` / ``custom_tool_call`` items
+    become the ``tool_calls`` of one assistant message (the assistant message right before them if
+    there is one); each output item a tool message. Reasoning items are dropped (the chat format has
+    no place for them). Raises :class:`~memci.errors.InvalidMessageError` naming any other item type
+    (hosted tool calls have no chat equivalent). O(n).
+    """
+    entries = _messages(items, "from_responses", items=True)
+    out: list[Message] = []
+    open_reply: Message | None = None  # the assistant message the next call joins
+    for i, m in enumerate(entries):
+        path = f"messages[{i}]"
+        kind = m.get("type") if _is_item(m) else "message"
+        if kind == "message":
+            message = _message_from_item(m, path)
+            out.append(message)
+            open_reply = message if message["role"] == "assistant" else None
+        elif kind in ("function_call", "custom_tool_call"):
+            if open_reply is None:
+                open_reply = {"role": "assistant", "content": None}
+                out.append(open_reply)
+            chat_type = "function" if kind == "function_call" else "custom"
+            text = _CALL_ITEMS[chat_type][1]
+            inner = {"name": m.get("name"), text: m.get(text)}
+            open_reply.setdefault("tool_calls", []).append(
+                {"id": m.get("call_id"), "type": chat_type, chat_type: inner}
+            )
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            output = m.get("output")
+            content = output if isinstance(output, str) else _chat_parts(output or [], f"{path}.output")
+            out.append({"role": "tool", "tool_call_id": m.get("call_id"), "content": content})
+            open_reply = None
+        elif kind == "reasoning":
+            continue
+        else:
+            raise _fail(f"{path}.type", f"a {kind!r} item has no chat equivalent")
+    return cast("list[ChatMessage]", out)
 
 
 # ---- LangChain ---------------------------------------------------------------------------------------
@@ -352,10 +598,12 @@ def _langchain() -> Any:
     return messages
 
 
-def to_langchain(messages: Iterable[Message]) -> list[BaseMessage]:
+def to_langchain(messages: Iterable[Any]) -> list[BaseMessage]:
     """OpenAI-format messages as LangChain message objects (``SystemMessage``, ``HumanMessage``,
     ``AIMessage`` with parsed ``tool_calls``, ``ToolMessage``), by LangChain's own
-    ``convert_to_messages``. For an Anthropic-format list, ``to_langchain(to_openai(...))``.
+    ``convert_to_messages``, which reads a message's ``id``, ``name`` and a tool message's
+    ``status`` (``"error"`` from :func:`from_langchain`). For an Anthropic-format list,
+    ``to_langchain(to_openai(...))``; for Responses items, ``to_langchain(from_responses(...))``.
     Needs ``langchain-core`` (``pip install 'memci[langchain]'``). O(n)."""
     items = _messages(messages, "to_langchain")
     return list(_langchain().convert_to_messages(items))
@@ -363,11 +611,21 @@ def to_langchain(messages: Iterable[Message]) -> list[BaseMessage]:
 
 def from_langchain(messages: Iterable[BaseMessage]) -> list[Message]:
     """LangChain message objects as OpenAI-format dicts, by LangChain's own
-    ``convert_to_openai_messages``; an assistant message that only calls tools gets ``content``
-    None, as the OpenAI API sends it (LangChain writes ``""``). Needs ``langchain-core``. O(n)."""
+    ``convert_to_openai_messages``, keeping what it leaves out: each message's ``id`` and a tool
+    message's ``status`` when it is ``"error"`` (:func:`to_anthropic` makes it ``is_error``;
+    :func:`to_openai` leaves both keys out, the Chat Completions API has neither). An assistant
+    message that only calls tools gets ``content`` None, as the OpenAI API sends it (LangChain writes
+    ``""``). Needs ``langchain-core``. O(n)."""
     lc = _langchain()
-    out: list[Message] = lc.convert_to_openai_messages(list(messages))
-    for m in out:
+    objects = list(messages)
+    out: list[Message] = lc.convert_to_openai_messages(objects)
+    for m, obj in zip(out, objects, strict=len(out) == len(objects)):
         if m.get("role") == "assistant" and m.get("tool_calls") and m.get("content") == "":
             m["content"] = None
+        if isinstance(getattr(obj, "name", None), str) and "name" not in m:
+            m["name"] = obj.name
+        if isinstance(getattr(obj, "id", None), str):
+            m["id"] = obj.id
+        if m.get("role") == "tool" and getattr(obj, "status", None) == "error":
+            m["status"] = "error"
     return out

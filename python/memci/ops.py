@@ -21,7 +21,7 @@ import dataclasses
 import operator
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, ClassVar, NoReturn, SupportsIndex, TypeAlias
+from typing import Any, ClassVar, NoReturn, SupportsIndex, TypeAlias, cast
 
 from memci.errors import BatchError, InvalidMessageError, InvalidOperationError
 from memci.tokens import DEFAULT_ENCODING
@@ -152,9 +152,10 @@ def _range(op: str, value: object) -> tuple[int, int] | None:
 
 
 def check_messages(op: str, value: object) -> Messages:
-    # The core checks every message; here only the container: one dict, or a list of them.
-    if isinstance(value, dict | list | tuple):
-        return value  # the items are the core's to check
+    # The core checks every message; here only the container: one dict, or a list of them. An SDK
+    # object (with `model_dump`) is one message: the core takes it as its dump.
+    if isinstance(value, dict | list | tuple) or callable(getattr(value, "model_dump", None)):
+        return cast("Messages", value)  # the items are the core's to check
     if isinstance(value, Iterable) and not isinstance(value, str | bytes | bytearray | Mapping):
         return list(value)
     raise InvalidMessageError(
@@ -163,6 +164,8 @@ def check_messages(op: str, value: object) -> Messages:
 
 
 def _message(op: str, value: object) -> Message:
+    if callable(getattr(value, "model_dump", None)):
+        return cast("Message", value)  # the core takes it as its dump
     if not isinstance(value, dict):
         raise InvalidMessageError(f"{op}: a message must be a dict, got {type(value).__name__}", path="message")
     return value

@@ -3,8 +3,10 @@
 The rules are the APIs' own (``docs/sanitizer.md``): the tool calls of an assistant message must
 all be answered right after it, by the run of ``tool`` messages that follows it (OpenAI) or by the
 ``tool_result`` blocks of the user message that follows it (Anthropic); otherwise the assistant
-message and its partial results go. Orphan results, results without an id and duplicate results
-go. Both formats, mixed freely, in one pass.
+message and its partial results go. A Responses API call item (``function_call``, ...) must be
+answered by an output item with its ``call_id`` somewhere after it; otherwise it goes, with the
+``reasoning`` items before it when all the calls they precede go. Orphan results, results without
+an id and duplicate results go. Every format, mixed freely, in one pass.
 
 The scan itself is Rust (``memci._core``); this module holds the policy: the result records, the
 reasons a person reads, and the one warning line logged on ``logging.getLogger("memci")``.
@@ -142,6 +144,20 @@ def _reason(index: int, role: str, code: str, ids: list[str], other: int | None)
             return f"holds two tool_result blocks for {first}"
         case "duplicate":
             return f"duplicate tool result for {first} (the first is at index {other})"
+        case "unanswered_call":
+            return (
+                f"no output item answers the call {first} (the Responses API: No tool output found for function call)"
+            )
+        case "call_item_without_id":
+            return "call item with an empty call_id: no output can answer it"
+        case "orphan_output":
+            return f"orphan output for {first}: no call item with this call_id comes before it"
+        case "duplicate_output":
+            return f"duplicate output for {first} (the first is at index {other})"
+        case "output_without_id":
+            return "output item with an empty call_id: it answers no call"
+        case "reasoning_of_removed":
+            return f"reasoning item before the removed call at index {other} (removed with it: it needs its next item)"
     return code  # pragma: no cover - the core reports only the codes above
 
 
@@ -188,13 +204,14 @@ def _as_sequence(messages: object) -> list[Message] | tuple[Message, ...]:
 def sanitize_messages(messages: Iterable[Message]) -> SanitizeResult:
     """Remove the messages the model APIs would refuse for their tool calls or results.
 
-    Accepts OpenAI-format and Anthropic-format lists (or any iterable of message dicts); never
-    changes them. The result's ``messages`` is a new list of the input's own dict objects, in
-    order, without the removed ones; when nothing is removed it equals the input. Logs one warning
-    on ``logging.getLogger("memci")`` when something is removed. Reads only ``role``,
-    ``tool_calls[*].id``, ``tool_call_id`` and content blocks' ``type``, ``id`` and ``tool_use_id``.
-    Raises :class:`~memci.errors.InvalidMessageError` when an item is not a dict or has no ``str``
-    role. O(n).
+    Accepts OpenAI chat, Anthropic and Responses API lists, mixed (or any iterable of message
+    dicts, SDK objects taken as their ``model_dump``); never changes them. The result's ``messages``
+    is a new list of the input's own objects, in order, without the removed ones; when nothing is
+    removed it equals the input. Logs one warning on ``logging.getLogger("memci")`` when something
+    is removed. Reads only ``role``, ``type``, ``call_id``, ``tool_calls[*].id``, ``tool_call_id``
+    and content blocks' ``type``, ``id`` and ``tool_use_id``. Raises
+    :class:`~memci.errors.InvalidMessageError` when an entry is not a dict, or is not a Responses
+    item and has no ``str`` role. O(n).
     """
     items = _as_sequence(messages)
     findings = _core.scan_list(items)

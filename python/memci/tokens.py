@@ -13,8 +13,10 @@ model name (``"gpt-4o"``, ``"gpt-4-0613"``). Text that looks like a special toke
 (``"<|endoftext|>"``) is counted as the plain text it is.
 
 A message costs its texts plus the chat format's overhead: 3 tokens per message, 1 more for a
-``name``, 1 more per tool call; a list of messages costs 3 more once (the reply priming). The
-rules for content blocks, tool calls and images are in ``docs/tokens.md``.
+``name``, 1 more per tool call; a list of messages costs 3 more once (the reply priming). A
+Responses API item is counted the same way: 3, plus its name, arguments, input, output and summary
+text, plus 1 for a call. SDK objects are counted as their ``model_dump``. The rules for content
+blocks, tool calls, items and images are in ``docs/tokens.md``.
 
 Where a count is taken, ``counter=`` accepts any callable that takes a message dict and returns
 its token count (an int >= 0), for models whose tokenizer memci does not ship;

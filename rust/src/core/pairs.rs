@@ -18,7 +18,14 @@
 //!   subsequence of the input).
 //!
 //! Ids pair by position only: an id reused later in the history is a new call.
+//!
+//! Responses API items pair by `call_id` as that API pairs them: each call item (`function_call`,
+//! ...) needs an output item with its `call_id` somewhere after it ("No tool output found for
+//! function call"), each output a call before it ("No tool call found for function call output");
+//! an unanswered call goes alone, and the `reasoning` items right before a run of calls go with it
+//! when every call of the run goes. An output answers the latest call with its id before it.
 
+use crate::core::message::{is_call_type, is_output_type};
 use crate::core::roles::Role;
 use crate::core::value::{Items, ValueRef};
 
@@ -36,6 +43,12 @@ pub enum Kind {
     /// The same, but some `tool_result` block comes after another block: Anthropic refuses it
     /// ("messages following `tool_use` blocks must begin with" their results).
     LateBlockResults,
+    /// A Responses API call item (`function_call`, ...); its one id is its `call_id`.
+    ItemCall,
+    /// A Responses API output item (`function_call_output`, ...); its one id is its `call_id`.
+    ItemOutput,
+    /// A Responses API `reasoning` item: it goes with the calls right after it.
+    Reasoning,
 }
 
 /// The facts of a history, message by message. An id is `None` when it is missing, not a string
@@ -56,11 +69,11 @@ impl<'a> Facts<'a> {
     }
 
     /// Add the next message: its ids were pushed with [`Facts::push_id`] since the last call.
-    /// A message with calls or block results but no ids is `Other`.
+    /// An assistant message with calls or a user message with block results but no ids is `Other`.
     pub fn finish(&mut self, kind: Kind) {
         let start = self.messages.last().map_or(0, |&(_, end)| end);
         let end = self.ids.len() as u32;
-        let kind = if end == start && kind != Kind::ToolResult {
+        let kind = if end == start && matches!(kind, Kind::Calls | Kind::BlockResults | Kind::LateBlockResults) {
             Kind::Other
         } else {
             kind
@@ -84,7 +97,7 @@ impl<'a> Facts<'a> {
         self.messages[i].0
     }
 
-    /// The id a tool message answers (none if it was given none).
+    /// The id a tool message or an item answers or calls (none if it was given none).
     fn result_id(&self, i: usize) -> Option<&'a str> {
         self.ids(i).first().copied().flatten()
     }
@@ -117,6 +130,18 @@ pub enum Reason<'a> {
     Duplicate { id: &'a str, first: usize },
     /// A user message whose `tool_result` blocks do not all come before its other blocks.
     ResultsNotFirst,
+    /// A Responses API call item no output item after it answers.
+    UnansweredCall { id: &'a str },
+    /// A Responses API call item with an empty `call_id`.
+    CallItemWithoutId,
+    /// A Responses API output item whose `call_id` no call item before it has.
+    OrphanOutput { id: &'a str },
+    /// A second output item for the call `id`; the first is at `first`.
+    DuplicateOutput { id: &'a str, first: usize },
+    /// A Responses API output item with an empty `call_id`.
+    OutputWithoutId,
+    /// A `reasoning` item before the call item at `call`, which was removed with every call of its run.
+    ReasoningOfRemoved { call: usize },
 }
 
 impl Reason<'_> {
@@ -132,6 +157,12 @@ impl Reason<'_> {
             Reason::NoId => "no_id",
             Reason::Duplicate { .. } => "duplicate",
             Reason::ResultsNotFirst => "results_not_first",
+            Reason::UnansweredCall { .. } => "unanswered_call",
+            Reason::CallItemWithoutId => "call_item_without_id",
+            Reason::OrphanOutput { .. } => "orphan_output",
+            Reason::DuplicateOutput { .. } => "duplicate_output",
+            Reason::OutputWithoutId => "output_without_id",
+            Reason::ReasoningOfRemoved { .. } => "reasoning_of_removed",
         }
     }
 
@@ -139,7 +170,12 @@ impl Reason<'_> {
     pub fn ids(&self) -> Vec<&str> {
         match self {
             Reason::Unanswered { missing } => missing.clone(),
-            Reason::RepeatedCallId { id } | Reason::Orphan { id, .. } | Reason::Duplicate { id, .. } => vec![id],
+            Reason::RepeatedCallId { id }
+            | Reason::Orphan { id, .. }
+            | Reason::Duplicate { id, .. }
+            | Reason::UnansweredCall { id }
+            | Reason::OrphanOutput { id }
+            | Reason::DuplicateOutput { id, .. } => vec![id],
             _ => Vec::new(),
         }
     }
@@ -148,12 +184,19 @@ impl Reason<'_> {
     /// message, or the first result.
     pub fn other(&self) -> Option<usize> {
         match *self {
-            Reason::CallWithoutId { call } => Some(call),
+            Reason::CallWithoutId { call } | Reason::ReasoningOfRemoved { call } => Some(call),
             Reason::ResultsRemoved { at } => Some(at),
             Reason::Incomplete { assistant } => Some(assistant),
             Reason::Orphan { assistant, .. } => assistant,
-            Reason::Duplicate { first, .. } => Some(first),
-            Reason::Unanswered { .. } | Reason::RepeatedCallId { .. } | Reason::NoId | Reason::ResultsNotFirst => None,
+            Reason::Duplicate { first, .. } | Reason::DuplicateOutput { first, .. } => Some(first),
+            Reason::Unanswered { .. }
+            | Reason::RepeatedCallId { .. }
+            | Reason::NoId
+            | Reason::ResultsNotFirst
+            | Reason::UnansweredCall { .. }
+            | Reason::CallItemWithoutId
+            | Reason::OrphanOutput { .. }
+            | Reason::OutputWithoutId => None,
         }
     }
 }
@@ -166,15 +209,16 @@ pub struct Removal<'a> {
 }
 
 /// The messages to remove, in index order. O(n + total ids); a group's ids are matched by a linear
-/// search (groups hold a handful of calls).
+/// search (groups hold a handful of calls), items' ids through a hash map.
 pub fn scan<'a>(facts: &Facts<'a>) -> Vec<Removal<'a>> {
     let mut out = Vec::new();
     let mut scratch = Scratch::default();
+    let mut items = ItemCalls::default();
     let n = facts.len();
     let mut i = 0;
     while i < n {
         i = match facts.kind(i) {
-            Kind::Other => i + 1,
+            Kind::Other | Kind::Reasoning => i + 1,
             Kind::Calls => group(facts, i, &mut scratch, &mut out),
             Kind::ToolResult => {
                 let reason = match facts.result_id(i) {
@@ -193,9 +237,99 @@ pub fn scan<'a>(facts: &Facts<'a>) -> Vec<Removal<'a>> {
                 out.push(Removal { index: i, reason });
                 i + 1
             }
+            Kind::ItemCall => {
+                items.call(i, facts.result_id(i));
+                i + 1
+            }
+            Kind::ItemOutput => {
+                if let Some(reason) = items.output(i, facts.result_id(i)) {
+                    out.push(Removal { index: i, reason });
+                }
+                i + 1
+            }
         };
     }
+    if !items.calls.is_empty() {
+        let before = out.len();
+        items.unanswered(facts, &mut out);
+        if out.len() > before {
+            out.sort_by_key(|r| r.index);
+        }
+    }
     out
+}
+
+/// The Responses API call items met so far, and which output answered each.
+#[derive(Default)]
+struct ItemCalls<'a> {
+    /// Per call item: its index, its id, and the first output answering it.
+    calls: Vec<(usize, Option<&'a str>, Option<usize>)>,
+    /// The latest call with each id, by position in `calls`.
+    latest: std::collections::HashMap<&'a str, usize>,
+}
+
+impl<'a> ItemCalls<'a> {
+    fn call(&mut self, index: usize, id: Option<&'a str>) {
+        if let Some(id) = id {
+            self.latest.insert(id, self.calls.len());
+        }
+        self.calls.push((index, id, None));
+    }
+
+    /// Record the output at `index` for `id`; returns why it goes, if it does.
+    fn output(&mut self, index: usize, id: Option<&'a str>) -> Option<Reason<'a>> {
+        let Some(id) = id else {
+            return Some(Reason::OutputWithoutId);
+        };
+        let Some(&k) = self.latest.get(id) else {
+            return Some(Reason::OrphanOutput { id });
+        };
+        if let Some(first) = self.calls[k].2 {
+            return Some(Reason::DuplicateOutput { id, first });
+        }
+        self.calls[k].2 = Some(index);
+        None
+    }
+
+    /// The calls no output answered, and the reasoning items that go with them.
+    fn unanswered(&self, facts: &Facts<'a>, out: &mut Vec<Removal<'a>>) {
+        let mut removed = std::collections::HashSet::new();
+        for &(index, id, answer) in &self.calls {
+            let reason = match (id, answer) {
+                (None, _) => Reason::CallItemWithoutId,
+                (Some(id), None) => Reason::UnansweredCall { id },
+                (Some(_), Some(_)) => continue,
+            };
+            removed.insert(index);
+            out.push(Removal { index, reason });
+        }
+        if removed.is_empty() {
+            return;
+        }
+        // A run of reasoning items and calls: the reasoning goes when all of the run's calls go.
+        let n = facts.len();
+        let mut i = 0;
+        while i < n {
+            if !matches!(facts.kind(i), Kind::Reasoning | Kind::ItemCall) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < n && matches!(facts.kind(i), Kind::Reasoning | Kind::ItemCall) {
+                i += 1;
+            }
+            let mut calls = (start..i).filter(|&k| facts.kind(k) == Kind::ItemCall).peekable();
+            let Some(&first) = calls.peek() else { continue };
+            if calls.all(|k| removed.contains(&k)) {
+                for k in (start..i).filter(|&k| facts.kind(k) == Kind::Reasoning) {
+                    out.push(Removal {
+                        index: k,
+                        reason: Reason::ReasoningOfRemoved { call: first },
+                    });
+                }
+            }
+        }
+    }
 }
 
 /// What is wrong with an assistant message's calls themselves, if anything.
@@ -299,14 +433,9 @@ fn group<'a>(facts: &Facts<'a>, a: usize, scratch: &mut Scratch<'a>, out: &mut V
     end
 }
 
-// Codes of the keys the scan reads, in `WELL_KNOWN_KEYS`: stored messages are read by comparing
-// one-byte key codes, not key names (a third of the scan's time went to `memcmp` otherwise).
-const CONTENT: usize = 1;
-const TOOL_CALLS: usize = 2;
-const TOOL_CALL_ID: usize = 3;
-const TYPE: usize = 6;
-const ID: usize = 8;
-const TOOL_USE_ID: usize = 12;
+// The scan reads stored messages by comparing one-byte key codes, not key names (a third of the
+// scan's time went to `memcmp` otherwise): see `message::key`.
+use crate::core::message::key::{CONTENT, ID, TOOL_CALL_ID, TOOL_CALLS, TOOL_USE_ID, TYPE};
 
 /// The value under the well-known key `code` in a dict.
 fn field(dict: Items<'_>, code: usize) -> Option<ValueRef<'_>> {
@@ -323,32 +452,63 @@ pub fn stored_kind<'a>(role: Role, message: ValueRef<'a>, id: &mut impl FnMut(Op
     let Some(fields) = message.as_dict() else {
         return Kind::Other;
     };
+    // One pass over the keys: this runs once per stored message, on a cache miss.
+    let (mut item_type, mut content, mut calls, mut tool_call_id, mut call_id) = (None, None, None, None, None);
+    for (key, value) in fields.keyed_entries() {
+        match key.code {
+            Some(TYPE) => item_type = value.as_str(),
+            Some(CONTENT) => content = Some(value),
+            Some(TOOL_CALLS) => calls = Some(value),
+            Some(TOOL_CALL_ID) => tool_call_id = Some(value),
+            None if key.name == "call_id" => call_id = Some(value),
+            _ => {}
+        }
+    }
+    if let Some(item_type) = item_type
+        && item_type != "message"
+    {
+        let call_id = call_id.filter(|v| !v.is_null());
+        let kind = item_kind(item_type, call_id.is_some());
+        if matches!(kind, Kind::ItemCall | Kind::ItemOutput) {
+            id(call_id.and_then(ValueRef::as_str));
+        }
+        return kind;
+    }
     match role {
         Role::Assistant => {
-            for (key, value) in fields.keyed_entries() {
-                match key.code {
-                    Some(TOOL_CALLS) => {
-                        if let Some(calls) = value.as_list() {
-                            calls.values().for_each(|call| id(str_field(call, ID)));
-                        }
-                    }
-                    Some(CONTENT) => {
-                        block_ids(value, "tool_use", ID, id);
-                    }
-                    _ => {}
-                }
+            if let Some(calls) = calls.and_then(ValueRef::as_list) {
+                calls.values().for_each(|call| id(str_field(call, ID)));
+            }
+            if let Some(content) = content {
+                block_ids(content, "tool_use", ID, id);
             }
             Kind::Calls
         }
         Role::Tool => {
-            id(field(fields, TOOL_CALL_ID).and_then(ValueRef::as_str));
+            id(tool_call_id.and_then(ValueRef::as_str));
             Kind::ToolResult
         }
-        Role::User => match field(fields, CONTENT) {
+        Role::User => match content {
             Some(content) if block_ids(content, "tool_result", TOOL_USE_ID, id) => Kind::LateBlockResults,
             _ => Kind::BlockResults,
         },
         Role::System | Role::Developer => Kind::Other,
+    }
+}
+
+/// The kind of a Responses API item (a `type` other than `message`) from its type and whether it
+/// has a `call_id` (not None): a call or an output of a tool the caller runs, a reasoning item, or
+/// another item. An output without a `call_id` (the API lets a function call's output leave it out)
+/// pairs with nothing. Calls and outputs have one id, their `call_id`.
+pub fn item_kind(item_type: &str, has_call_id: bool) -> Kind {
+    if is_call_type(item_type) {
+        Kind::ItemCall
+    } else if is_output_type(item_type) && has_call_id {
+        Kind::ItemOutput
+    } else if item_type == "reasoning" {
+        Kind::Reasoning
+    } else {
+        Kind::Other
     }
 }
 
@@ -376,7 +536,8 @@ mod tests {
 
     /// A history in a tiny notation: `a:x,y` calls x and y, `t:x` answers x (`t:` has no id),
     /// `u:x,y` is a user message with results for x and y (`l:x,y` the same with a text block
-    /// first), anything else is an `Other` message.
+    /// first), `f:x` is a call item for x and `o:x` its output item, `r` a reasoning item,
+    /// anything else is an `Other` message.
     fn facts(spec: &'static str) -> Facts<'static> {
         let mut f = Facts::default();
         for word in spec.split_whitespace() {
@@ -385,9 +546,12 @@ mod tests {
                 Some(("t", ids)) => (Kind::ToolResult, ids),
                 Some(("u", ids)) => (Kind::BlockResults, ids),
                 Some(("l", ids)) => (Kind::LateBlockResults, ids),
+                Some(("f", ids)) => (Kind::ItemCall, ids),
+                Some(("o", ids)) => (Kind::ItemOutput, ids),
+                _ if word == "r" => (Kind::Reasoning, ""),
                 _ => (Kind::Other, ""),
             };
-            if kind == Kind::ToolResult {
+            if matches!(kind, Kind::ToolResult | Kind::ItemCall | Kind::ItemOutput) {
                 f.push_id(Some(ids));
             } else {
                 ids.split(',').filter(|s| !s.is_empty()).for_each(|id| {
@@ -486,14 +650,44 @@ mod tests {
     }
 
     #[test]
-    fn key_codes_name_the_keys_they_stand_for() {
-        use crate::core::value::WELL_KNOWN_KEYS as K;
-        let codes = [CONTENT, TOOL_CALLS, TOOL_CALL_ID, TYPE, ID, TOOL_USE_ID];
-        let names: Vec<&str> = codes.iter().map(|&c| K[c]).collect();
+    fn items_pair_by_call_id_anywhere_after_the_call() {
+        assert!(removed("u r f:x f:y o:y o:x m").is_empty());
+        assert!(removed("u f:x m o:x f:y u o:y").is_empty());
+        assert_eq!(removed("u f:x f:y o:x"), [(2, "unanswered_call")]);
+        assert_eq!(removed("u o:x f:x"), [(1, "orphan_output"), (2, "unanswered_call")]);
         assert_eq!(
-            names,
-            ["content", "tool_calls", "tool_call_id", "type", "id", "tool_use_id"]
+            removed("f:x o:x o:x o:z o:"),
+            [(2, "duplicate_output"), (3, "orphan_output"), (4, "output_without_id")]
         );
+        assert_eq!(scan(&facts("f:x o:x o:x"))[0].reason.other(), Some(1));
+        assert_eq!(removed("f: o:x"), [(0, "call_item_without_id"), (1, "orphan_output")]);
+        // A reused id: the output answers the latest call with it.
+        assert_eq!(removed("f:x f:x o:x"), [(0, "unanswered_call")]);
+        assert_eq!(removed("f:x o:x f:x o:x"), Vec::<(usize, &str)>::new());
+    }
+
+    #[test]
+    fn reasoning_goes_with_its_run_of_calls_only_when_all_of_them_go() {
+        let r = scan(&facts("u r r f:x f:y u"));
+        let found: Vec<_> = r.iter().map(|r| (r.index, r.reason.clone())).collect();
+        assert_eq!(
+            found,
+            [
+                (1, Reason::ReasoningOfRemoved { call: 3 }),
+                (2, Reason::ReasoningOfRemoved { call: 3 }),
+                (3, Reason::UnansweredCall { id: "x" }),
+                (4, Reason::UnansweredCall { id: "y" }),
+            ]
+        );
+        assert_eq!(removed("u r f:x f:y o:y"), [(2, "unanswered_call")]);
+        assert!(removed("u r m r").is_empty());
+    }
+
+    #[test]
+    fn items_and_chat_messages_pair_apart() {
+        assert_eq!(removed("a:x o:x"), [(0, "unanswered"), (1, "orphan_output")]);
+        assert_eq!(removed("f:x t:x"), [(0, "unanswered_call"), (1, "orphan")]);
+        assert!(removed("a:x t:x f:x o:x").is_empty());
     }
 
     #[test]

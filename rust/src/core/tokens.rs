@@ -13,6 +13,7 @@ use bpe_openai::Tokenizer;
 use rayon::prelude::*;
 
 use crate::core::error::{Error, Result};
+use crate::core::message::is_call_type;
 use crate::core::value::{Items, Value, ValueRef, write_value};
 
 /// How text is turned into a token count.
@@ -209,6 +210,11 @@ impl Tally {
         let Some(fields) = message.as_dict() else {
             return;
         };
+        if let Some(item_type) = fields.field("type").and_then(ValueRef::as_str)
+            && item_type != "message"
+        {
+            return self.item(fields, item_type);
+        }
         let role = fields.field("role").and_then(ValueRef::as_str);
         for (key, value) in fields.entries() {
             match (key, value.get()) {
@@ -220,7 +226,7 @@ impl Tally {
                 }
                 ("tool_calls", Value::List(calls)) => {
                     for call in calls.values() {
-                        if let Some(function) = call.field("function") {
+                        if let Some(function) = call.field("function").or_else(|| call.field("custom")) {
                             self.call(function);
                         }
                     }
@@ -234,9 +240,27 @@ impl Tally {
         }
     }
 
-    /// An OpenAI `function` of a tool call: its name and its arguments (a JSON string).
+    /// A Responses API item other than a message: the text the model reads in it (its `role`,
+    /// `name`, `arguments`, string `input`, `output`, and the text of its `summary` and `content`
+    /// parts) plus 1 for a tool call, like a chat tool call; ids, statuses and encrypted reasoning
+    /// are not counted.
+    fn item(&mut self, fields: Items<'_>, item_type: &str) {
+        for (key, value) in fields.entries() {
+            match (key, value.get()) {
+                ("role" | "name" | "arguments" | "input", Value::Str(s)) => self.text(s),
+                ("output" | "summary" | "content", _) => self.content(value),
+                _ => {}
+            }
+        }
+        if is_call_type(item_type) {
+            self.overhead(PER_TOOL_CALL);
+        }
+    }
+
+    /// The `function` of a chat tool call (its name and its arguments, a JSON string), or the
+    /// `custom` of a custom tool call (its name and its input).
     fn call(&mut self, function: ValueRef<'_>) {
-        for key in ["name", "arguments"] {
+        for key in ["name", "arguments", "input"] {
             if let Some(s) = function.field(key).and_then(ValueRef::as_str) {
                 self.text(s);
             }
@@ -289,6 +313,11 @@ impl Tally {
             }
             Some("thinking") => {
                 if let Some(s) = text("thinking") {
+                    self.text(s);
+                }
+            }
+            Some("refusal") => {
+                if let Some(s) = text("refusal") {
                     self.text(s);
                 }
             }
@@ -371,6 +400,34 @@ mod tests {
         // 4 (role) + 8 (content) + 6 (call id) characters: ceil(18 / 4) + 3.
         assert_eq!(Encoding::Approximate.count_message(ValueRef::new(&m)), 5 + 3);
         assert_eq!(Encoding::Approximate.priming(), 0);
+    }
+
+    fn item(json: &serde_json::Value) -> Vec<u8> {
+        let mut buf = Vec::new();
+        crate::core::value::encode_json(&mut Encoder::new(&mut buf), json);
+        buf
+    }
+
+    #[test]
+    fn items_cost_their_texts_and_the_message_overhead() {
+        let e = Encoding::O200kBase;
+        let output = "the weather in Paris is sunny and 21 degrees ".repeat(50);
+        let m = item(&serde_json::json!({"type": "function_call_output", "call_id": "call_1", "output": output}));
+        assert_eq!(e.count_message(ValueRef::new(&m)), e.count(&output) + PER_MESSAGE);
+        let arguments = r#"{"city": "Paris"}"#;
+        let m = item(&serde_json::json!({
+            "type": "function_call", "call_id": "call_1", "name": "weather", "arguments": arguments, "status": "completed"
+        }));
+        let expected = e.count("weather") + e.count(arguments) + PER_TOOL_CALL + PER_MESSAGE;
+        assert_eq!(e.count_message(ValueRef::new(&m)), expected);
+        let m = item(&serde_json::json!({
+            "type": "reasoning", "id": "rs_1", "encrypted_content": "gAAAA",
+            "summary": [{"type": "summary_text", "text": "Looked up the city."}]
+        }));
+        assert_eq!(
+            e.count_message(ValueRef::new(&m)),
+            e.count("Looked up the city.") + PER_MESSAGE
+        );
     }
 
     #[test]

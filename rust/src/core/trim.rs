@@ -11,6 +11,7 @@ use std::ops::Range;
 use crate::core::arena::{Arena, NodeId};
 use crate::core::config::{Budget, Roles, Strategy};
 use crate::core::cow_vec::CowVec;
+use crate::core::pairs;
 use crate::core::roles::Role;
 use crate::core::value::{Encoder, Value, ValueRef};
 
@@ -43,6 +44,12 @@ enum Part {
     ToolResult,
     /// A user message carrying `tool_result` blocks (Anthropic).
     Results,
+    /// A Responses API call item (`function_call`, ...).
+    ItemCall,
+    /// A Responses API output item (`function_call_output`, ...).
+    ItemOutput,
+    /// A Responses API `reasoning` item: one unit with the item it comes before.
+    Reasoning,
 }
 
 fn has_block(message: ValueRef<'_>, kind: &str) -> bool {
@@ -57,6 +64,18 @@ fn has_block(message: ValueRef<'_>, kind: &str) -> bool {
 }
 
 fn part(arena: &Arena, id: NodeId) -> Part {
+    let message = arena.message(id);
+    if let Some(item_type) = message.field("type").and_then(ValueRef::as_str)
+        && item_type != "message"
+    {
+        let has_call_id = message.field("call_id").is_some_and(|v| !v.is_null());
+        return match pairs::item_kind(item_type, has_call_id) {
+            pairs::Kind::ItemCall => Part::ItemCall,
+            pairs::Kind::ItemOutput => Part::ItemOutput,
+            pairs::Kind::Reasoning => Part::Reasoning,
+            _ => Part::Plain,
+        };
+    }
     match arena.role(id) {
         Role::Tool => Part::ToolResult,
         Role::Assistant => {
@@ -93,34 +112,73 @@ impl Messages<'_> {
 
     /// The unit that ends at `last`, not reaching below `floor`.
     fn unit_ending_at(&self, last: usize, floor: usize) -> Range<usize> {
+        let mut first = last;
         match self.part(last) {
             Part::ToolResult => {
-                let mut first = last;
                 while first > floor && self.part(first - 1) == Part::ToolResult {
                     first -= 1;
                 }
                 if first > floor && self.part(first - 1) == Part::Calls {
-                    first - 1..last + 1
-                } else {
-                    last..last + 1
+                    first -= 1;
                 }
             }
-            Part::Results if last > floor && self.part(last - 1) == Part::Calls => last - 1..last + 1,
-            _ => last..last + 1,
+            Part::Results if last > floor && self.part(last - 1) == Part::Calls => first -= 1,
+            Part::ItemOutput => {
+                while first > floor && self.part(first - 1) == Part::ItemOutput {
+                    first -= 1;
+                }
+                if first > floor && self.part(first - 1) == Part::ItemCall {
+                    first = self.calls_run_start(first - 1, floor);
+                }
+            }
+            Part::ItemCall | Part::Reasoning => first = self.calls_run_start(last, floor),
+            _ => {}
         }
+        // Reasoning items stay with the item right after them.
+        while first > floor && self.part(first - 1) == Part::Reasoning {
+            first -= 1;
+        }
+        first..last + 1
+    }
+
+    /// The start of the run of call and reasoning items that holds `at`, not below `floor`.
+    fn calls_run_start(&self, mut at: usize, floor: usize) -> usize {
+        while at > floor && matches!(self.part(at - 1), Part::ItemCall | Part::Reasoning) {
+            at -= 1;
+        }
+        at
     }
 
     /// The unit that starts at `first`, not reaching `ceiling`.
     fn unit_starting_at(&self, first: usize, ceiling: usize) -> Range<usize> {
-        if self.part(first) != Part::Calls {
-            return first..first + 1;
-        }
-        let mut end = first + 1;
-        while end < ceiling && self.part(end) == Part::ToolResult {
+        let mut end = first;
+        while end < ceiling && self.part(end) == Part::Reasoning {
             end += 1;
         }
-        if end == first + 1 && end < ceiling && self.part(end) == Part::Results {
-            end += 1;
+        if end == ceiling {
+            return first..end;
+        }
+        let kind = self.part(end);
+        end += 1;
+        match kind {
+            Part::Calls => {
+                let after_call = end;
+                while end < ceiling && self.part(end) == Part::ToolResult {
+                    end += 1;
+                }
+                if end == after_call && end < ceiling && self.part(end) == Part::Results {
+                    end += 1;
+                }
+            }
+            Part::ItemCall => {
+                while end < ceiling && matches!(self.part(end), Part::ItemCall | Part::Reasoning) {
+                    end += 1;
+                }
+                while end < ceiling && self.part(end) == Part::ItemOutput {
+                    end += 1;
+                }
+            }
+            _ => {}
         }
         first..end
     }

@@ -4,6 +4,8 @@
 //! falls back to subclass checks (`StrEnum`, `IntEnum`, named tuples), which come back as their
 //! base type. Decoding builds fresh objects every time, so nothing returned aliases the store.
 
+use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -98,10 +100,35 @@ fn encode(obj: &Bound<'_, PyAny>, e: &mut Encoder<'_>, depth: usize) -> Result<(
     if let Ok(l) = obj.cast::<PyList>() {
         return encode_seq(l.iter(), l.len(), e, depth);
     }
+    if let Some(dump) = dumped(obj).map_err(|err| Failure::new(format!("model_dump() failed: {err}")))? {
+        return encode(&dump, e, depth + 1);
+    }
     Err(Failure::new(format!(
         "{} is not a JSON value (expected dict, list, tuple, str, int, float, bool or None)",
         type_name(obj)
     )))
+}
+
+/// What an SDK object (anything with a callable `model_dump`: OpenAI, Anthropic and Agents SDK
+/// types, any pydantic model) stands for: `model_dump(mode="json", exclude_unset=True)`, what the
+/// OpenAI and Anthropic SDKs themselves send for such an object (plain `model_dump()` for an
+/// object whose `model_dump` takes no such arguments). `None` for anything else.
+pub fn dumped<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let py = obj.py();
+    let Ok(method) = obj.getattr(intern!(py, "model_dump")) else {
+        return Ok(None);
+    };
+    if !method.is_callable() {
+        return Ok(None);
+    }
+    let kwargs = PyDict::new(py);
+    kwargs.set_item(intern!(py, "mode"), intern!(py, "json"))?;
+    kwargs.set_item(intern!(py, "exclude_unset"), true)?;
+    match method.call((), Some(&kwargs)) {
+        Ok(dump) => Ok(Some(dump)),
+        Err(err) if err.is_instance_of::<PyTypeError>(py) => method.call0().map(Some),
+        Err(err) => Err(err),
+    }
 }
 
 fn encode_str(s: &Bound<'_, PyString>, e: &mut Encoder<'_>) -> Result<(), Failure> {
@@ -155,12 +182,17 @@ fn encode_seq<'py>(
 }
 
 /// Encode and check one message; `path` names it in errors (`messages[3]`, `message`).
+/// An SDK object is taken as its [`dumped`] dict.
 pub fn add_message(obj: &Bound<'_, PyAny>, incoming: &mut Incoming, path: &dyn Fn() -> String) -> Result<(), Error> {
     if !obj.is_instance_of::<PyDict>() {
-        return Err(Error::message(
-            path(),
-            format!("a message must be a dict, got {}", type_name(obj)),
-        ));
+        let dump = dumped(obj).map_err(|err| Error::message(path(), format!("model_dump() failed: {err}")))?;
+        return match dump {
+            Some(dump) if dump.is_instance_of::<PyDict>() => add_message(&dump, incoming, path),
+            _ => Err(Error::message(
+                path(),
+                format!("a message must be a dict, got {}", type_name(obj)),
+            )),
+        };
     }
     let (start, mut e) = incoming.encoder();
     encode(obj, &mut e, 0).map_err(|f| f.into_error(&path()))?;
@@ -182,12 +214,22 @@ pub struct Encoded {
 }
 
 impl Encoded {
-    /// Encode one message dict (not checked against the message rules).
+    /// Encode one message: a dict, or an SDK object taken as its [`dumped`] dict (not checked
+    /// against the message rules).
     pub fn add(&mut self, obj: &Bound<'_, PyAny>, path: &dyn Fn() -> String) -> Result<(), Error> {
-        if !obj.is_instance_of::<PyDict>() {
-            let kind = type_name(obj);
-            return Err(Error::message(path(), format!("a message must be a dict, got {kind}")));
-        }
+        let dump;
+        let obj = if obj.is_instance_of::<PyDict>() {
+            obj
+        } else {
+            dump = dumped(obj)
+                .map_err(|err| Error::message(path(), format!("model_dump() failed: {err}")))?
+                .filter(PyAnyMethods::is_instance_of::<PyDict>);
+            let Some(dump) = dump.as_ref() else {
+                let kind = type_name(obj);
+                return Err(Error::message(path(), format!("a message must be a dict, got {kind}")));
+            };
+            dump
+        };
         let start = self.bytes.len();
         encode_value(obj, &mut self.bytes, &path())?;
         self.spans.push(start..self.bytes.len());
@@ -236,6 +278,8 @@ pub fn incoming(obj: &Bound<'_, PyAny>) -> Result<Incoming, Error> {
         for (i, m) in t.iter().enumerate() {
             add_message(&m, &mut incoming, &|| format!("messages[{i}]"))?;
         }
+    } else if obj.hasattr(intern!(obj.py(), "model_dump")).unwrap_or(false) {
+        add_message(obj, &mut incoming, &|| "message".to_owned())?;
     } else {
         return Err(Error::message(
             "messages",

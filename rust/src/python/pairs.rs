@@ -11,10 +11,11 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use crate::core::arena::NodeId;
 use crate::core::cow_vec::CowVec;
 use crate::core::error::Error;
+use crate::core::message;
 use crate::core::pairs::{self, Facts, Kind};
 use crate::core::roles::Role;
 use crate::core::sanitize::Finding;
-use crate::python::convert::type_name;
+use crate::python::convert::{dumped, type_name};
 use crate::python::store::MessageStore;
 
 type FindingTuple<'py> = (usize, Bound<'py, PyAny>, &'static str, Vec<String>, Option<usize>);
@@ -68,14 +69,40 @@ impl<'py> ListFacts<'py> {
         Ok(late)
     }
 
-    /// Read one message (`messages[i]`).
-    fn push_message(&mut self, i: usize, message: &Bound<'py, PyAny>) -> PyResult<()> {
+    /// Read one message (`messages[i]`, a dict or an SDK object taken as its dump); returns the
+    /// role it is reported under (a Responses API item without a role: the role it is indexed under).
+    fn push_message(&mut self, i: usize, message: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
         let py = message.py();
         let path = || format!("messages[{i}]");
-        let dict = message
-            .cast::<PyDict>()
-            .map_err(|_| Error::message(path(), format!("a message must be a dict, got {}", type_name(message))))?;
-        let Some(role) = dict.get_item(intern!(py, "role"))? else {
+        let dict = if let Ok(dict) = message.cast::<PyDict>() {
+            dict.clone()
+        } else {
+            let dump = dumped(message)?.and_then(|d| d.cast_into::<PyDict>().ok());
+            let Some(dict) = dump else {
+                let got = type_name(message);
+                return Err(Error::message(path(), format!("a message must be a dict, got {got}")).into());
+            };
+            dict
+        };
+        let item_type = dict
+            .get_item(intern!(py, "type"))?
+            .and_then(|t| t.cast_into::<PyString>().ok())
+            .filter(|t| t.to_str().is_ok_and(|t| t != "message"));
+        let role = dict.get_item(intern!(py, "role"))?;
+        if let Some(item_type) = item_type {
+            let item_type = item_type.to_str()?;
+            let call_id = dict.get_item(intern!(py, "call_id"))?.filter(|c| !c.is_none());
+            let kind = pairs::item_kind(item_type, call_id.is_some());
+            if matches!(kind, Kind::ItemCall | Kind::ItemOutput) {
+                self.push_id(call_id);
+            }
+            self.finish(kind);
+            return Ok(match role.and_then(|r| r.cast_into::<PyString>().ok()) {
+                Some(role) => role,
+                None => PyString::new(py, message::item_role(item_type).as_str()),
+            });
+        }
+        let Some(role) = role else {
             return Err(Error::message(format!("{}.role", path()), "missing: every message needs a role").into());
         };
         let role = role.cast_into::<PyString>().map_err(|e| {
@@ -121,7 +148,7 @@ impl<'py> ListFacts<'py> {
             }
             _ => self.finish(Kind::Other),
         }
-        Ok(())
+        Ok(role)
     }
 
     /// The core's facts, borrowing the id texts.
@@ -161,16 +188,15 @@ pub fn scan_list<'py>(messages: &Bound<'py, PyAny>) -> PyResult<Vec<FindingTuple
         messages: Vec::with_capacity(items.len()),
         ids: Vec::with_capacity(items.len()),
     };
+    let mut roles = Vec::with_capacity(items.len());
     for (i, message) in items.iter().enumerate() {
-        list.push_message(i, message)?;
+        roles.push(list.push_message(i, message)?);
     }
-    let py = messages.py();
     pairs::scan(&list.facts())
         .iter()
         .map(|r| {
-            let role = items[r.index].get_item(intern!(py, "role"))?;
             let f = Finding::new(r);
-            Ok((f.index, role, f.code, f.ids, f.other))
+            Ok((f.index, roles[r.index].clone().into_any(), f.code, f.ids, f.other))
         })
         .collect()
 }
