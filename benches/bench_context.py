@@ -94,6 +94,7 @@ class _System:
             self.next += 1
             ctx.end_round()
             sent = ctx.build_messages()
+            ctx.save()  # a round an agent can resume from: archived pages are written with the state
         return sent
 
 
