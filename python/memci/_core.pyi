@@ -167,7 +167,8 @@ class PageWindow:
         """Nodes the arena holds: the window's and detached ones not yet compacted away."""
 
 def allocated_bytes() -> int:
-    """Bytes currently allocated by the Rust core in this process (all stores together)."""
+    """Bytes currently allocated by the Rust core in this process (all stores together). Present
+    only in builds with the ``count-alloc`` cargo feature (the memory bench's: ``make bench``)."""
 
 def message_texts(messages: _Message | Sequence[_Message]) -> list[str]:
     """The searchable text of each message: its string content, or its blocks' text joined by
