@@ -3,7 +3,7 @@ model's call to them.
 
 Two tools: ``recall_page(page_index)`` (a page's full entries) and ``list_pages(limit=10)`` (the
 contents entries with recall counts). They are defined in three formats: OpenAI function tools,
-Anthropic tools, and ATTP (the Agentic TOML Tool-use Protocol of seed 004: the model answers with
+Anthropic tools, and ATTP (the Agentic TOML Tool-use Protocol: the model answers with
 TOML whose ``[tool_call]`` table holds Python-like ``code`` calling the tools).
 
 :func:`handle_tool_call` takes an OpenAI ``tool_call``, an Anthropic ``tool_use`` block or ATTP

@@ -1,4 +1,4 @@
-"""The paged context system (seed 004; the contract is DESIGN.md's "Context system").
+"""The paged context system (the contract is in docs/design.md and docs/context-system.md).
 
 The window the model sees has two segments. The **system segment** holds the system prompt and the
 description of the recall tools. The **common segment** holds the **archive chapter**, which the
