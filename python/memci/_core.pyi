@@ -18,7 +18,6 @@ __all__ = [
     "PageWindow",
     "SearchIndex",
     "__version__",
-    "allocated_bytes",
     "count_message",
     "count_message_list",
     "count_text",
@@ -166,6 +165,7 @@ class PageWindow:
     def stored_nodes(self) -> int:
         """Nodes the arena holds: the window's and detached ones not yet compacted away."""
 
+# Not in __all__: present only in builds with the count-alloc feature.
 def allocated_bytes() -> int:
     """Bytes currently allocated by the Rust core in this process (all stores together). Present
     only in builds with the ``count-alloc`` cargo feature (the memory bench's: ``make bench``)."""
