@@ -8,6 +8,9 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 # The cargo profile of the extension: release (benchmarks, CI) or fast (iterating; see Cargo.toml).
 PROFILE ?= release
+# Cargo features of the extension: empty for the package; `make bench` adds count-alloc (the
+# counting allocator the memory bench reads).
+FEATURES ?=
 # The test binaries link libpython; tell cargo which interpreter and where its library lives.
 export PYO3_PYTHON := $(abspath $(PY))
 PYLIBDIR = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')
@@ -26,12 +29,14 @@ install: $(VENV)/.installed ## Create .venv with maturin (build-dev adds every d
 
 .PHONY: build-dev
 build-dev: install ## Build the extension into .venv (PROFILE=fast: quicker, for iterating)
-	$(BIN)/maturin develop --profile $(PROFILE) --extras dev,bench
+	rm -f python/memci/_core.cpython-*.so  # a build from before the abi3 module would shadow it
+	$(BIN)/maturin develop --profile $(PROFILE) --extras dev,bench $(if $(FEATURES),--features $(FEATURES))
 
 .PHONY: lint
 lint: build-dev ## cargo fmt, clippy -D warnings, ruff, mypy, stubtest, the import layering
 	cargo fmt --all -- --check
 	cargo clippy --all-targets -q -- -D warnings
+	cargo clippy --all-targets -q --features count-alloc -- -D warnings
 	$(BIN)/ruff check python tests benches
 	$(BIN)/ruff format --check python tests benches
 	$(BIN)/mypy
@@ -46,12 +51,23 @@ redis-server: ## Install redis-server with apt-get if it is missing (the RedisSt
 		echo "redis-server could not be installed: the RedisStorage tests will be skipped"
 
 .PHONY: test
-test: build-dev lint redis-server ## Build, lint, then run cargo tests and pytest (benches run once, untimed)
+test: build-dev lint redis-server ## Build, lint, cargo tests, pytest (benches once, untimed), then the sdist check
 	LD_LIBRARY_PATH=$(PYLIBDIR) cargo test -q
 	$(BIN)/pytest -q
+	$(MAKE) sdist-check
+
+.PHONY: dist
+dist: install ## Build the abi3 wheel (release) and the sdist into dist/
+	$(BIN)/maturin build --release --out dist
+	$(BIN)/maturin sdist --out dist
+
+.PHONY: sdist-check
+sdist-check: install ## Install the sdist from a clean copy into a fresh venv, then import memci and count
+	CARGO_TARGET_DIR=$(abspath target) bash scripts/check_sdist.sh $(PY)
 
 .PHONY: bench
-bench: build-dev ## Run the benchmarks against the peers and print the table
+bench: FEATURES = count-alloc
+bench: build-dev ## Run the benchmarks against the peers and print the table (built with count-alloc)
 	mkdir -p bench-results
 	MEMCI_BENCH_SIZES=$${MEMCI_BENCH_SIZES:-1000,10000,100000} $(BIN)/pytest benches -q --benchmark-enable --benchmark-only --benchmark-columns=median,iqr,rounds \
 		--benchmark-sort=name --benchmark-json=bench-results/latest.json

@@ -8,10 +8,10 @@ Peers, each given ``conversation(n)`` and appending one message per call:
   objects *before* the timed region (as asked). It stores the caller's objects as they are: no copy,
   no validation, so it does less than a store; it is shown for scale, not as a target.
 - ``langchain-convert``: the same, converting each dict as it arrives (``convert_to_messages``):
-  what an application holding OpenAI dicts pays (DESIGN.md's "LangChain builds 100k in 2.1 s").
+  what an application holding OpenAI dicts pays (LangChain builds 100k in about 2 s).
 - ``llamaindex``: ``ChatMemoryBuffer.put`` of pre-converted ``ChatMessage`` objects (no copy either).
 
-DESIGN.md target: at least 10x the pure-Python peer (both O(n), memci must make the same copy).
+Target (docs/design.md): at least 10x the pure-Python peer (both O(n), memci must make the same copy).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The paged context system (seed 004): rounds on a long conversation, and ``build_messages``.
+"""The paged context system (docs/design.md): rounds on a long conversation, and ``build_messages``.
 
 No peer pages a conversation by user interaction with a contents page, recall counts and archive
 rules (Letta evicts 30% of its messages FIFO and summarises with a model; LlamaIndex trims a token

@@ -22,7 +22,7 @@ messages are kept).
   the same content scan to find the ids, so a comprehension over its output is the fairest
   exclusion LangChain allows (its cost is part of the measurement).
 
-DESIGN.md targets: FILTER at least 10x pure Python (both O(n)). TRUNCATE keep_last has no target of
+Targets (docs/design.md): FILTER at least 10x pure Python (both O(n)). TRUNCATE keep_last has no target of
 its own; memci and the list slice are both O(k), so the 100x-at-100k rule for O(k) against O(n)
 work is applied to the O(n) peer, LangChain's ``trim_messages``.
 """

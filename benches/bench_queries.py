@@ -9,11 +9,11 @@ Peers:
 - ``memci``: ``MessageArray.recent(3, role="user")`` / ``recent(1, role="system")``: the role index,
   and fresh dicts out.
 - ``python``: the pure-Python peer's backwards scan (``recent_scan``), returning its stored dicts
-  (no copy out: cheaper than memci's contract, so conservative). DESIGN.md's targets name this one.
+  (no copy out: cheaper than memci's contract, so conservative). docs/design.md's targets name this one.
 - ``python-indexed``: the same peer through its per-role index lists (``recent_indexed``), also O(k).
   Shown for honesty: against an indexed list of dicts there is no O(n) cost left to beat.
 
-DESIGN.md targets: for the common role, no slower than the scan; for the rare role, at least 100x
+Targets (docs/design.md): for the common role, no slower than the scan; for the rare role, at least 100x
 the scan at 100k.
 """
 

@@ -14,7 +14,7 @@ an orphan result), against the pure-Python implementation of the same rules and 
   list of dicts against the peer's functions. Both must look at every dict (its role, and the ids of
   the messages that carry calls or results): memci's scan is bound by those dict lookups.
 
-DESIGN.md and issue 3 targets at 100k: the array entry points at least 20x pure Python, the
+Targets (docs/design.md, and the sanitizer's own) at 100k: the array entry points at least 20x pure Python, the
 list entry points at least 3x.
 """
 

@@ -8,8 +8,8 @@ region; the appends are timed (they are what happens between snapshots).
   snapshot copies no message.
 - ``python``: the pure-Python peer with shallow snapshots (a copy of the list of references per
   snapshot: O(n) pointer copies, correct because stored dicts are never mutated).
-- ``python-deep``: the same with seed 001's snapshot, a deep copy of every visible message
-  (``JSON.parse(JSON.stringify(messages))`` in the seed).
+- ``python-deep``: the same with a deep-copy snapshot, a copy of every visible message
+  (what ``JSON.parse(JSON.stringify(messages))`` does in JavaScript).
 - ``langgraph``: a one-node ``StateGraph`` whose state is ``messages: Annotated[list, add_messages]``
   over an ``InMemorySaver``; each batch of new messages is one ``invoke`` with
   ``durability="exit"`` (exactly one checkpoint per invoke, the cheapest setting), then
@@ -20,8 +20,8 @@ region; the appends are timed (they are what happens between snapshots).
 ``checkpoint`` (the snapshot cost alone): 100 snapshots of an unchanging history of n messages,
 then a rollback to the 50th. Peers: ``memci``, ``python`` (shallow), ``python-deep``.
 
-DESIGN.md targets: snapshots and rollback at least 100x the best peer at 100k. For ``snapshots``
-the peers that target names are the seed's deep copy and LangGraph (DESIGN.md quotes both); the
+Targets (docs/design.md): snapshots and rollback at least 100x the best peer at 100k. For ``snapshots``
+the peers that target names are the deep copy and LangGraph; the
 shallow-copy peer is shown too, but there the 100 appends of 1% (the same work for every store)
 dominate. ``checkpoint`` isolates the snapshots and is held to the target against every peer.
 """
@@ -42,7 +42,7 @@ ROLLBACK_TO = 50  # the 50th snapshot, index 49
 SNAPSHOT_PEERS = ("memci", "python", "python-deep", "langgraph")
 SNAPSHOT_CASES = harness.cases(
     SNAPSHOT_PEERS,
-    # Seconds a round: the seed's deep copies from 10k, LangGraph from 1k (it deserializes and
+    # Seconds a round: the deep copies from 10k, LangGraph from 1k (it deserializes and
     # re-serializes the whole history on every invoke: ~5 s at 1k, ~30-50 s at 10k).
     slow=("python-deep-10k", "python-deep-100k", "langgraph-1k", "langgraph-10k"),
     # Extrapolated from 10k: ten minutes or more a round.

@@ -2,7 +2,7 @@
 
 ``make test`` collects these files with ``--benchmark-disable``: every case runs once, untimed, and
 checks what it computed. Cases marked ``bench_slow`` (a single round takes seconds: LangGraph at any size,
-the seed's deep-copy snapshots at 10k and 100k, the backwards scan for the system prompt at 100k,
+the deep-copy snapshots at 10k and 100k, the backwards scan for the system prompt at 100k,
 converting 100k dicts to LangChain messages) are skipped there and run under ``make bench``; cases
 marked ``bench_very_slow`` (minutes a round: LangGraph at 100k) only with ``MEMCI_BENCH_SLOW=1``.
 """

@@ -14,8 +14,8 @@ the measured structure could quietly reuse (which would hide it from the residen
   run without tracemalloc).
 - ``snapshot_shallow_bytes``: 100 shallow snapshots (list copies) of the history, exactly
   (``sys.getsizeof`` of each list: they hold only pointers).
-- ``snapshot_deep_bytes``: 100 deep-copy snapshots (seed 001): ``tracemalloc`` of one ``copy_json``
-  of the history, times 100 (every copy is the same size; strings are shared by the copies).
+- ``snapshot_deep_bytes``: 100 deep-copy snapshots: ``tracemalloc`` of one ``copy_json`` of the
+  history, times 100 (every copy is the same size; strings are shared by the copies).
 
 ``memci``: a ``MessageArray`` built by appending the same messages one at a time, then the caller's
 dicts dropped:

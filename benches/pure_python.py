@@ -12,9 +12,9 @@ and is written to be fast, so that beating it means something:
   the snapshot of the batch they close (no copy at all);
 - ``checkpoint`` needs a copy because later appends mutate the list in place. ``snapshots="shallow"``
   (the default, and the careful choice) copies the list of references: O(n) pointer copies, correct
-  because stored dicts are never mutated. ``snapshots="deep"`` is seed 001's
+  because stored dicts are never mutated. ``snapshots="deep"`` is the original design's
   ``JSON.parse(JSON.stringify(messages))``: a deep copy of every visible message.
-- two ``recent`` queries: ``recent_scan`` walks the list backwards (what DESIGN.md's targets name)
+- two ``recent`` queries: ``recent_scan`` walks the list backwards (what docs/design.md's targets name)
   and ``recent_indexed`` slices the per-role index (O(k), like memci).
 
 Reads return the stored dicts themselves rather than copies (memci returns fresh dicts): that only

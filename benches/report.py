@@ -1,7 +1,7 @@
 """Print the bench results as Markdown: ``python benches/report.py bench-results/latest.json``.
 
 For each workload, one table: a row per size with memci's median, each peer's median and its ratio
-(peer / memci: above 1 means memci is faster), the DESIGN.md target and whether it was met. Then the
+(peer / memci: above 1 means memci is faster), the design's target (docs/design.md) and whether it was met. Then the
 memory figures. Works with whatever subset of the benches ran (``pytest benches -k ...``).
 """
 
@@ -106,7 +106,7 @@ TARGETS = {
     "checkpoint": Target(100, ("python", "python-deep"), ("100k",), ">=100x the best peer at 100k"),
     "sanitize_array": Target(20, ("python",), ("100k",), ">=20x pure Python at 100k"),
     "validate_array": Target(20, ("python",), ("100k",), ">=20x pure Python at 100k"),
-    "validate_array_first": Target(10, ("python",), ("100k",), ">=10x pure Python at 100k (DESIGN.md)"),
+    "validate_array_first": Target(10, ("python",), ("100k",), ">=10x pure Python at 100k (docs/design.md)"),
     "sanitize_list": Target(3, ("python",), ("100k",), ">=3x pure Python at 100k"),
     "validate_list": Target(3, ("python",), ("100k",), ">=3x pure Python at 100k"),
     "count": Target(1, ("tiktoken",), None, ">=1x tiktoken on one core"),
@@ -119,13 +119,13 @@ NOTES = [
     "the fastest of the peers it names that ran; other peers are shown for scale.",
     "build: `langchain` and `llamaindex` store the caller's (pre-converted) objects without copying or "
     "validating; `langchain-convert` converts each dict as it arrives.",
-    "recent_*: `python-indexed` answers from per-role index lists (O(k), like memci); DESIGN.md's "
+    "recent_*: `python-indexed` answers from per-role index lists (O(k), like memci); docs/design.md's "
     "targets name the backwards scan.",
-    "truncate: no target of its own in DESIGN.md; the 100x rule for O(k) against O(n) is applied to "
+    "truncate: no target of its own in docs/design.md; the 100x rule for O(k) against O(n) is applied to "
     "LangChain's `trim_messages` (the pure-Python slice is O(k) too).",
     "snapshots: the appends (the same for every store) dominate the shallow-copy peer's time; "
     "`checkpoint` isolates the snapshots.",
-    "context_*: no peer pages by user interaction with a contents page and recall rules, and DESIGN.md "
+    "context_*: no peer pages by user interaction with a contents page and recall rules, and docs/design.md "
     "sets no target: figures are absolute (rounds per second = 1 / median). `llamaindex` (a ChatMemoryBuffer "
     "trimmed by get() each round) and `python-window` (a bare sliding window of 5 interactions) do less "
     "than memci and are shown for scale; `memci-sqlite` is memci with pages written to SqliteStorage.",
@@ -134,7 +134,7 @@ NOTES = [
     "must look at every dict, which bounds them.",
     "trim_*: `memci` reuses the counts cached by earlier rounds (the agent-loop case); `memci-cold` "
     "counts in the round, on a new array each time.",
-    "put_page/get_page/search: sizes count archived pages, not messages; no DESIGN.md target. "
+    "put_page/get_page/search: sizes count archived pages, not messages; no target in docs/design.md. "
     "`memci-normal` is SqliteStorage with synchronous=NORMAL; `directory` and `memory` are memci's other "
     "stores; `sqlite-raw` is json.dumps + one INSERT with no checks; `python` is the same BM25 in pure "
     "Python (same hits and scores); `fts5` is SQLite FTS5's bm25() with its own tokenizer.",

@@ -1,4 +1,4 @@
-"""execute(): typed configs and the two seed dict formats (docs/message-array.md, "execute")."""
+"""execute(): typed configs and the two operation-dict formats (docs/message-array.md, "execute")."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def arr() -> MessageArray:
     return MessageArray(numbered(10))
 
 
-# ---- seed 001 (flat) and seed 003 (nested) --------------------------------------------------------
+# ---- the flat and the nested format -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -27,16 +27,16 @@ def arr() -> MessageArray:
         {"operation": "truncate", "truncate": {"keep_last": 3}},
         ops.Truncate(keep_last=3),
     ],
-    ids=["seed-001", "seed-003", "snake-flat", "snake-nested", "typed"],
+    ids=["flat", "nested", "snake-flat", "snake-nested", "typed"],
 )
-def test_both_seed_formats_and_typed_configs_do_the_same(arr: MessageArray, op: Any) -> None:
+def test_both_dict_formats_and_typed_configs_do_the_same(arr: MessageArray, op: Any) -> None:
     result = arr.execute(op)
     assert contents(arr.messages()) == ["7", "8", "9"]
     assert result == OperationResult("truncate", 1, 3, arr.stats())
     assert arr.snapshot(0).description == "truncate(keep_last=3)"
 
 
-def test_seed_001_truncate_with_a_role() -> None:
+def test_flat_format_truncate_with_a_role() -> None:
     arr = MessageArray(dialogue(3))
     arr.execute({"operation": "TRUNCATE", "keepLast": 2, "role": "user"})
     assert contents(arr.messages()) == ["q1", "q2"]
@@ -52,7 +52,7 @@ def test_a_range_in_any_of_its_forms(arr: MessageArray, range_: Any) -> None:
     assert contents(arr.messages()) == ["2", "3"]
 
 
-def test_every_operation_through_seed_001() -> None:
+def test_every_operation_through_the_flat_format() -> None:
     arr = MessageArray([system(), *numbered(3)])
     arr.execute({"operation": "APPEND", "messages": [user("a")]})
     arr.execute({"operation": "INSERT", "position": 1, "messages": [developer()]})
@@ -69,7 +69,7 @@ def test_every_operation_through_seed_001() -> None:
     assert arr.snapshot(1).description == "here"
 
 
-def test_every_operation_through_seed_003() -> None:
+def test_every_operation_through_the_nested_format() -> None:
     arr = MessageArray([system(), *numbered(3)])
     arr.execute({"operation": "append", "append": {"messages": [user("a")]}})
     arr.execute({"operation": "insert", "insert": {"position": 0, "messages": [developer()]}})
@@ -209,7 +209,7 @@ def test_describe_is_the_batch_description(config: ops.Operation, description: s
     assert config.describe() == description
 
 
-# ---- sanitize and trim_to_tokens, the batch operations beyond the seeds ----------------------------
+# ---- sanitize and trim_to_tokens, the batch operations beyond the original design-------------------------
 
 
 def _broken_history() -> list[dict[str, Any]]:
@@ -228,7 +228,7 @@ def _broken_history() -> list[dict[str, Any]]:
 @pytest.mark.parametrize(
     "op",
     [{"operation": "SANITIZE"}, {"operation": "sanitize", "sanitize": {}}, ops.Sanitize()],
-    ids=["seed-001", "seed-003", "typed"],
+    ids=["flat", "nested", "typed"],
 )
 def test_execute_sanitizes_like_the_method(op: Any) -> None:
     by_method, by_execute = MessageArray(_broken_history()), MessageArray(_broken_history())
@@ -253,7 +253,7 @@ def test_execute_sanitize_of_a_valid_history_opens_no_batch() -> None:
         {"operation": "trim_to_tokens", "trimToTokens": {"max_tokens": 40}},
         ops.TrimToTokens(40),
     ],
-    ids=["seed-001", "seed-003", "typed"],
+    ids=["flat", "nested", "typed"],
 )
 def test_execute_trims_like_the_method(op: Any) -> None:
     history = [system(), *(user(f"question {i} " * 3) if i % 2 else developer(f"note {i}") for i in range(12))]

@@ -1,4 +1,4 @@
-"""The sanitizer (docs/sanitizer.md): the seven scenarios of the seed, each rule in both formats,
+"""The sanitizer (docs/sanitizer.md): the seven scenarios of the design, each rule in both formats,
 the report, the log line, bad input, and ``MessageArray.sanitize`` / ``validate``."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def removed(history: list[Message]) -> list[tuple[int, str]]:
     return [(r.index, r.role) for r in sanitize_messages(history).removed_messages]
 
 
-# ---- the seven scenarios of seed 002 ------------------------------------------------------------------
+# ---- the seven scenarios of the design------------------------------------------------------------------
 
 
 def test_1_a_normal_history_comes_back_untouched(fmt: Format) -> None:

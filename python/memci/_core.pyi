@@ -23,7 +23,6 @@ __all__ = [
     "PageWindow",
     "SearchIndex",
     "__version__",
-    "allocated_bytes",
     "count_message",
     "count_message_list",
     "count_text",
@@ -127,8 +126,10 @@ class PageWindow:
     @property
     def next_index(self) -> int: ...
 
+# Not in __all__: present only in builds with the count-alloc feature.
 def allocated_bytes() -> int:
-    """Bytes currently allocated by the Rust core in this process (all stores together)."""
+    """Bytes currently allocated by the Rust core in this process (all stores together). Present
+    only in builds with the ``count-alloc`` cargo feature (the memory bench's: ``make bench``)."""
 
 # ---- the text of messages (rust/src/core/text.rs) -----------------------------------------------
 def message_texts(messages: _Message | Sequence[_Message]) -> list[str]:

@@ -137,7 +137,7 @@ class MessageArray:
         return batch_index - 1
 
     def execute(self, op: ops.Operation | Mapping[str, Any]) -> OperationResult:
-        """Run a config of :mod:`memci.ops`, or an operation dict in either seed format
+        """Run a config of :mod:`memci.ops`, or an operation dict in either dict format
         (:func:`memci.ops.parse`). The cost is the operation's."""
         config = op if isinstance(op, ops.CONFIGS) else ops.parse(op)  # type: ignore[arg-type]  # parse rejects non-dicts
         return self._run(config)

@@ -10,7 +10,7 @@ naming the operation and the field::
     memci.errors.InvalidOperationError: truncate: keep_last must be a non-negative int, got -1
 
 ``describe()`` is the text a batch snapshot carries for the batch the operation ended
-(``"truncate(keep_last=5)"``). :func:`parse` reads both seed dict formats: flat
+(``"truncate(keep_last=5)"``). :func:`parse` reads both operation-dict formats: flat
 (``{"operation": "TRUNCATE", "keepLast": 5, "role": "user"}``) and nested
 (``{"operation": "truncate", "truncate": {"keepLast": 5}}``).
 """
@@ -390,10 +390,10 @@ def _count_of(messages: Messages) -> int:
     return 1 if isinstance(messages, dict) else len(messages)
 
 
-# ---- parse: the seed dict formats ---------------------------------------------------------------
+# ---- parse: the flat and nested dict formats ---------------------------------------------------------------
 
 _BY_NAME: dict[str, type[Operation]] = {cls.name: cls for cls in CONFIGS}
-# Seed 001 spellings of fields, after camelCase -> snake_case.
+# The flat format's spellings of fields, after camelCase -> snake_case.
 _ALIASES = {"keep_system_message": "keep_system", "target_batch_index": "batch_index"}
 _CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
 
@@ -403,10 +403,10 @@ def _snake(key: str) -> str:
 
 
 def parse(op: Mapping[str, Any]) -> Operation:
-    """Build the typed config for an operation dict in either seed format.
+    """Build the typed config for an operation dict in either dict format.
 
     The ``operation`` name may be in any case; keys camelCase or snake_case; the fields either
-    beside ``operation`` (seed 001) or in a dict under the operation's name (seed 003).
+    beside ``operation`` (flat) or in a dict under the operation's name (nested).
     ``keepSystemMessage`` is ``keep_system`` and ``targetBatchIndex`` is ``batch_index``.
     Unknown operations, unknown or repeated keys and missing required keys raise
     :class:`~memci.errors.InvalidOperationError` naming them. O(number of keys).
@@ -424,7 +424,7 @@ def parse(op: Mapping[str, Any]) -> Operation:
     for key, value in op.items():
         if key == "operation":
             continue
-        if isinstance(key, str) and _snake(key) == name:  # seed 003: {"truncate": {...}}
+        if isinstance(key, str) and _snake(key) == name:  # nested: {"truncate": {...}}
             if not isinstance(value, Mapping):
                 raise InvalidOperationError(f"{name}: {key!r} must be a dict of the operation's keys, got {value!r}")
             items.extend(value.items())

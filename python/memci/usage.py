@@ -18,7 +18,7 @@ Responses (``input_tokens``, ``output_tokens``, ``input_tokens_details``), Anthr
 meaning: ``prompt_tokens`` counts every input token the model read, cached ones included.
 
 :attr:`memci.MessageArray.usage` is a tracker that files each record under the array's current
-batch, so ``per_batch()`` shows what each batch of the conversation cost (seed 000's
+batch, so ``per_batch()`` shows what each batch of the conversation cost (the design's
 ``TokenUsageTracker``).
 """
 

@@ -1,5 +1,7 @@
-//! A counting global allocator: the extension's heap in use, exactly, for the memory benches
-//! (`memci._core.allocated_bytes()`); tracemalloc cannot see Rust allocations.
+//! A counting global allocator: the extension's heap in use, exactly, for the memory bench
+//! (`memci._core.allocated_bytes()`); tracemalloc cannot see Rust allocations. Compiled only with
+//! the `count-alloc` feature (`make bench` turns it on): a production build allocates through the
+//! system allocator directly.
 //!
 //! The count is striped: each thread adds to its own cache-line-sized counter and a read sums
 //! them. One shared counter made every allocation on two cores bounce a cache line between them:

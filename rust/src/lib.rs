@@ -1,6 +1,7 @@
 //! memci's Rust core. [`core`] holds the algorithms and never touches Python; [`python`] is the
 //! thin binding that converts, locks and delegates. The module `memci._core` is declared here.
 
+#[cfg(feature = "count-alloc")]
 pub mod alloc;
 pub mod core;
 pub mod python;
@@ -20,9 +21,6 @@ mod _core {
     use crate::python::text::{entry_texts, message_texts};
 
     #[pymodule_export]
-    use crate::python::allocated_bytes;
-
-    #[pymodule_export]
     use crate::python::pairs::{MessageView, sanitize_store, scan_list, scan_store};
 
     #[pymodule_export]
@@ -36,6 +34,8 @@ mod _core {
     #[pymodule_init]
     fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
         use pyo3::types::PyModuleMethods;
+        #[cfg(feature = "count-alloc")]
+        m.add_function(pyo3::wrap_pyfunction!(crate::python::allocated_bytes, m)?)?;
         m.add("__version__", env!("CARGO_PKG_VERSION"))
     }
 }

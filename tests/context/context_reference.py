@@ -1,4 +1,4 @@
-"""A small pure-Python reference of the context system's rules (DESIGN.md, "Context system"), for
+"""A small pure-Python reference of the context system's rules (docs/design.md and docs/context-system.md), for
 the stateful test: lists and dicts, no summaries, and a contents page that costs ``tokens_per_entry``
 tokens per entry (what ``context_helpers.pages_counter`` makes the real one cost)."""
 

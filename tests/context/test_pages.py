@@ -1,6 +1,6 @@
 """The context system's pages: how messages open and join pages, and how a page leaves the window.
 
-Includes the regressions for the Go project's bugs (seed 004): archived messages staying in the
+Includes the regressions for the bugs of the Go project the paged design comes from: archived messages staying in the
 window, assistant entries falling out of their page, archive indices off by the page count.
 """
 

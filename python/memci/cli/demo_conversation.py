@@ -4,7 +4,7 @@ with tool calls and, when the user asks about something from long ago, recalls t
 
 The agent plays a model's part without a model: it reads the contents page the context system
 sends (``[page N]`` lines) to pick the page to recall, and when the entry has been dropped from
-the contents page it asks the memory system (``ContextSystem.search``) instead, as seed 004
+the contents page it asks the memory system (``ContextSystem.search``) instead, as the paged design
 describes. Everything it adds goes through the public API, so what the demo shows is what an agent
 loop would do.
 """

@@ -43,7 +43,7 @@ def _count_arg(owner: str, name: str, value: object, minimum: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class ArchivePolicy:
-    """When contents entries leave the contents page (the seed project's defaults).
+    """When contents entries leave the contents page (the design's defaults: docs/context-system.md).
 
     ``unrecalled_rounds`` (m): drop an entry never recalled for m rounds; ``unchanged_rounds`` (p):
     drop one whose recall count has not changed for p rounds; ``contents_max_tokens``: the cap on

@@ -1,4 +1,4 @@
-//! The paged window of the context system (seed 004), PyO3-free.
+//! The paged window of the context system (docs/design.md), PyO3-free.
 //!
 //! Every message is a node of one [`Arena`]; the window is one shared [`Chain`] through those
 //! nodes: first the *system chapter* (the system prompt and the recall-tool description), then

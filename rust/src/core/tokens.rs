@@ -1,6 +1,7 @@
-//! Token counting: OpenAI's `o200k_base` and `cl100k_base` encodings (exact, offline: the ranks
-//! are compiled into the binary by `bpe-openai`), LangChain's character approximation, and the
-//! chat format's per-message rules (see `docs/tokens.md`).
+//! Token counting: OpenAI's `o200k_base` and `cl100k_base` encodings (exact, offline: their
+//! tables are compiled into the binary compressed, and built at first use, see
+//! [`crate::core::bpe_tables`]), LangChain's character approximation, and the chat format's
+//! per-message rules (see `docs/tokens.md`).
 //!
 //! `bpe-openai` was chosen over `tiktoken-rs` by measurement on the same 26k generated agent
 //! texts (10 MB, 13% CJK), one core: `o200k_base` 150 ms against 205 ms, `cl100k_base` 198 ms
@@ -12,6 +13,7 @@ use base64::Engine as _;
 use bpe_openai::Tokenizer;
 use rayon::prelude::*;
 
+use crate::core::bpe_tables;
 use crate::core::error::{Error, Result};
 use crate::core::message::is_call_type;
 use crate::core::value::{Items, Value, ValueRef, write_value};
@@ -103,8 +105,8 @@ impl Encoding {
 
     fn tokenizer(self) -> Option<&'static Tokenizer> {
         match self {
-            Encoding::O200kBase => Some(bpe_openai::o200k_base()),
-            Encoding::Cl100kBase => Some(bpe_openai::cl100k_base()),
+            Encoding::O200kBase => Some(bpe_tables::o200k_base()),
+            Encoding::Cl100kBase => Some(bpe_tables::cl100k_base()),
             Encoding::Approximate => None,
         }
     }
@@ -161,7 +163,7 @@ impl Encoding {
     }
 
     /// The ranks file tiktoken reads (`<base64 of the token's bytes> <rank>` per line), rebuilt
-    /// from the compiled-in ranks: byte for byte the file OpenAI publishes. `None` for
+    /// from the shipped tables: byte for byte the file OpenAI publishes. `None` for
     /// `Approximate`.
     pub fn ranks_file(self) -> Option<String> {
         let bpe = &self.tokenizer()?.bpe;

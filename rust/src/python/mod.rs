@@ -14,9 +14,12 @@ pub mod text;
 pub mod tokens;
 pub mod trim;
 
+#[cfg(feature = "count-alloc")]
 use pyo3::prelude::*;
 
-/// Bytes currently allocated by the Rust core in this process (all stores together).
+/// Bytes currently allocated by the Rust core in this process (all stores together). Only in
+/// builds with the `count-alloc` feature, which counts every allocation (the memory bench's).
+#[cfg(feature = "count-alloc")]
 #[pyfunction]
 pub fn allocated_bytes() -> usize {
     crate::alloc::allocated()
