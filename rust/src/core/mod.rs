@@ -2,6 +2,7 @@
 //! without the GIL.
 
 pub mod arena;
+pub mod batch;
 pub mod cow_vec;
 pub mod error;
 pub mod json;

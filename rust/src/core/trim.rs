@@ -384,6 +384,23 @@ pub fn partial<E>(
     Ok((k > 0).then(|| text_message(message, &joined(k))))
 }
 
+/// The candidate of `selection` (planned on `visible`) cut to fit, counted exactly in `encoding`;
+/// `None` when there is no candidate or nothing of it fits.
+pub fn exact_cut(
+    arena: &Arena,
+    visible: &CowVec<NodeId>,
+    selection: &Selection,
+    budget: &Budget,
+    encoding: Encoding,
+) -> Option<Vec<u8>> {
+    let (pos, room) = selection.candidate?;
+    let exact = &mut |m: ValueRef<'_>| Ok::<u64, Infallible>(encoding.count_message(m));
+    match partial(arena.message(visible[pos]), room, budget.strategy, exact) {
+        Ok(cut) => cut,
+        Err(never) => match never {},
+    }
+}
+
 /// Counts are computed this many at a time when a trim reaches uncounted messages (doubling up
 /// to `PREFETCH_MAX`), on all cores: a cold history is counted about as fast as `token_count`,
 /// and only as far back as the trim looks.
@@ -411,14 +428,7 @@ impl Store {
             window = (window * 2).min(PREFETCH_MAX);
             counts.count(arena, encoding, id)
         });
-        let cut = selection.candidate.and_then(|(pos, room)| {
-            let message = self.arena.message(visible[pos]);
-            let exact = &mut |m: ValueRef<'_>| Ok::<u64, Infallible>(encoding.count_message(m));
-            match partial(message, room, budget.strategy, exact) {
-                Ok(cut) => cut,
-                Err(never) => match never {},
-            }
-        });
+        let cut = exact_cut(&self.arena, &visible, &selection, budget, encoding);
         self.apply_trim(&visible, &selection, cut, budget, description);
     }
 
