@@ -41,7 +41,8 @@ import memci
 import pytest
 from bm25_python import PyPageSearch
 from bm25_python import tokens as py_tokens
-from memci.context.search import message_text, page_text
+from memci import _core
+from memci.context.search import page_text
 
 SIZES = ("1k", "10k")
 PUTS = 100
@@ -58,9 +59,8 @@ Page = dict[str, Any]
 # ---- inputs -------------------------------------------------------------------------------------
 
 
-def _summary(message: dict[str, Any]) -> str:
-    text = " ".join(message_text(message).split())
-    return f"{message['role']}: {text[:80]}"
+def _summary(message: dict[str, Any], text: str) -> str:
+    return f"{message['role']}: {' '.join(text.split())[:80]}"
 
 
 @cache
@@ -70,7 +70,7 @@ def all_pages() -> tuple[Page, ...]:
 
 
 def _page(index: int, messages: list[dict[str, Any]]) -> Page:
-    summaries = [_summary(m) for m in messages]
+    summaries = [_summary(m, t) for m, t in zip(messages, _core.message_texts(messages), strict=True)]
     return {
         "index": index,
         "messages": messages,
@@ -88,7 +88,7 @@ def pages(size: str) -> tuple[Page, ...]:
 
 @cache
 def texts(size: str) -> tuple[tuple[int, str], ...]:
-    return tuple((p["index"], page_text(p)) for p in pages(size))
+    return tuple((p["index"], page_text(p["summary"], _core.message_texts(p["messages"]))) for p in pages(size))
 
 
 @cache

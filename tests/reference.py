@@ -46,13 +46,26 @@ def timestamp_of(message: Message, now: float) -> float:
 
 
 def text_of(message: Message) -> str:
-    """The text FILTER searches: string content, or the text pieces of the blocks joined by newlines."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
+    """The text FILTER searches: what the message says (string content; of blocks, string blocks,
+    a block's text, a tool result's content), then each tool call's name and arguments (a
+    tool_use input's strings), and a Responses item's call or output, joined by newlines."""
     pieces: list[str] = []
-    _content_text(content, pieces)
+    _content_text(message.get("content"), pieces)
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            _call_text(function.get("name"), function.get("arguments"), pieces)
+    if message.get("type") == "function_call":
+        _call_text(message.get("name"), message.get("arguments"), pieces)
+    elif message.get("type") == "function_call_output":
+        _content_text(message.get("output"), pieces)
     return "\n".join(pieces)
+
+
+def _call_text(name: Any, arguments: Any, pieces: list[str]) -> None:
+    pieces.append(name if isinstance(name, str) else "")
+    if isinstance(arguments, str):
+        pieces.append(arguments)
 
 
 def _content_text(content: Any, pieces: list[str]) -> None:
@@ -74,6 +87,7 @@ def _block_text(block: Any, pieces: list[str]) -> None:
     if block.get("type") == "tool_result":
         _content_text(block.get("content"), pieces)
     elif block.get("type") == "tool_use":
+        pieces.append(block["name"] if isinstance(block.get("name"), str) else "")
         _string_leaves(block.get("input"), pieces)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from factories import (
     assistant,
+    call,
     calling,
     contents,
     developer,
@@ -350,11 +351,29 @@ def test_filter_searches_the_text_of_content_blocks() -> None:
     )
     tool_use = assistant([{"type": "tool_use", "id": "t", "name": "f", "input": {"q": {"deep": ["the needle"]}}}])
     image = user([{"type": "image", "source": {"type": "url", "url": "https://needle.example/x.png"}}])
-    arguments = calling(content=None)
-    arguments["tool_calls"][0]["function"]["arguments"] = '{"q": "needle"}'
-    arr = MessageArray([text_block, string_block, result_string, result_blocks, tool_use, image, arguments])
+    arr = MessageArray([text_block, string_block, result_string, result_blocks, tool_use, image])
     arr.filter(content_contains=["needle"])
     assert arr.messages() == [text_block, string_block, result_string, result_blocks, tool_use]
+
+
+def test_filter_sees_the_tools_a_message_calls() -> None:
+    """A tool call's name and its arguments are text, whatever the format: an OpenAI tool call's
+    function name and arguments string, an Anthropic tool_use block's name and input strings."""
+    by_arguments = calling(call("c1", "search", '{"q": "needle"}'))
+    by_name = calling(call("c2", "needle_finder", "{}"))
+    by_tool_use = assistant([{"type": "tool_use", "id": "t", "name": "needle_finder", "input": {}}])
+    neither = calling(call("c3", "search", '{"q": "hay"}'), content="a haystack")
+    history = [user("find it"), by_arguments, by_name, by_tool_use, neither]
+    kept = MessageArray(history)
+    kept.filter(content_contains="needle")
+    assert kept.messages() == [by_arguments, by_name, by_tool_use]
+    dropped = MessageArray(history)
+    dropped.filter(content_excludes=["needle"])
+    assert dropped.messages() == [user("find it"), neither]
+    # Where the text is in a key or the call id only, it is not text: a key is never searched.
+    keys = MessageArray([calling(call("needle_id", "search", '{"q": "x"}'))])
+    keys.filter(content_contains=["needle", "function"])
+    assert keys.messages() == []
 
 
 def test_filter_joins_block_texts_with_a_newline() -> None:
@@ -366,13 +385,13 @@ def test_filter_joins_block_texts_with_a_newline() -> None:
     assert len(arr) == 1
 
 
-def test_filter_sees_no_text_in_a_tool_call_without_content() -> None:
-    arr = MessageArray([calling(), user("x")])
+def test_a_tool_call_without_content_has_its_name_and_arguments_as_text() -> None:
+    arr = MessageArray([calling(), user("y")])  # calls search({"q": "x"})
     arr.filter(content_excludes=["x"])
-    assert arr.messages() == [calling()]
+    assert arr.messages() == [user("y")]
     arr.rollback(0)
     arr.filter(content_contains=["search"])
-    assert arr.messages() == []
+    assert arr.messages() == [calling()]
 
 
 def test_filter_takes_a_bare_string_as_a_list_of_one() -> None:

@@ -254,4 +254,4 @@ def test_reference_text_of_blocks_joins_their_text_pieces_with_newlines() -> Non
             {"type": "image", "source": {"type": "url", "url": "u"}},
         ],
     }
-    assert text_of(message) == "plain\nhello\ninner\nx\ny\nz"
+    assert text_of(message) == "plain\nhello\ninner\nf\nx\ny\nz"

@@ -7,10 +7,15 @@ batch snapshot carries.
 """
 
 import builtins
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, final
 
+from memci.ops import Append, Checkpoint, Clear, Filter, Insert, Replace, Rollback, TrimToTokens, Truncate
+
 _Message = dict[str, Any]
+#: (total_messages, current_batch_messages, total_batches, current_batch_index)
+_Stats = tuple[int, int, int, int]
+_StoreOperation = Append | Insert | Replace | Truncate | Clear | Filter | Rollback | Checkpoint | TrimToTokens
 
 __all__ = [
     "BatchPipeline",
@@ -26,6 +31,7 @@ __all__ = [
     "count_text",
     "count_texts",
     "encoding_name",
+    "entry_texts",
     "message_texts",
     "ranks_file",
     "reply_priming",
@@ -45,35 +51,9 @@ class MessageStore:
     # ---- writes -------------------------------------------------------------------------------
     def append(self, messages: _Message | Sequence[_Message]) -> None:
         """APPEND: no new batch. O(k) for k messages."""
-    def insert(self, position: int, messages: _Message | Sequence[_Message], description: str) -> None:
-        """INSERT at 0 <= position <= len: new batch. O(n) (role indices are rebuilt)."""
-    def replace(self, index: int, message: _Message, description: str) -> None:
-        """REPLACE the visible message at index (negative counts from the end): new batch."""
-    def truncate(
-        self,
-        description: str,
-        keep_first: int | None,
-        keep_last: int | None,
-        remove_first: int | None,
-        remove_last: int | None,
-        range: tuple[int, int] | None,
-        role: str | None,
-    ) -> None:
-        """TRUNCATE: the given cuts in this order, like slices; new batch. O(k) for k kept."""
-    def clear(self, description: str, keep_system: bool) -> None:
-        """CLEAR: keep system/developer messages if asked, re-add the tool description; new batch."""
-    def filter(
-        self,
-        description: str,
-        roles: Sequence[str] | None,
-        contains: Sequence[str] | None,
-        excludes: Sequence[str] | None,
-    ) -> None:
-        """FILTER: new batch. O(total text) with the GIL released."""
-    def checkpoint(self, description: str) -> int:
-        """Open a new batch with no change; return the index of the batch it closed."""
-    def rollback(self, batch_index: int) -> None:
-        """Restore batch_index as it was when it ended; discard later batches. O(1)."""
+    def execute(self, op: _StoreOperation, counter: Callable[[_Message], int] | None = None) -> _Stats:
+        """Run a ``memci.ops`` config (all but ``Sanitize``), read from its fields; ``counter``
+        counts for ``TrimToTokens``. The stats after it, read under the same lock."""
     def set_tool_description(self, message: _Message) -> None:
         """Store the tool description and make it visible after the leading system messages."""
     def mark(self, index: int, tag: str) -> None:
@@ -84,50 +64,31 @@ class MessageStore:
         """The visible message at index (negative counts from the end). O(1)."""
     def slice(self, key: builtins.slice) -> list[_Message]:
         """``arr[a:b:c]`` with Python's slice rules, atomic. O(k)."""
-    def take(self, positions: Sequence[int]) -> list[_Message]:
-        """Visible messages at the given non-negative positions."""
     def messages(self) -> list[_Message]: ...
     def all_messages(self) -> list[_Message]:
         """Every message ever stored, in insertion order."""
     def by_role(self, role: str) -> list[_Message]: ...
-    def recent(self, n: int, roles: str | Sequence[str] | None) -> list[_Message]:
-        """The last n visible messages (of one role, or of the given roles), oldest first. O(n)."""
+    def recent(self, n: int, role: str | None = None, roles: Iterable[str] | None = None) -> list[_Message]:
+        """The last n visible messages (of role, or of any of roles; not both), oldest first. O(n)."""
     def role_range(self, role: str, key: builtins.slice) -> list[_Message]:
         """``by_role(role)[key]`` (a step-1 slice), atomic. O(k)."""
-    def count(self, role: str | None) -> int: ...
-    def indices(self, role: str | None) -> bytearray:
+    def count(self, role: str | None = None) -> int: ...
+    def indices(self, role: str | None = None) -> bytearray:
         """Visible positions (of one role), as native-endian int64."""
-    def between(self, start: float | None, end: float | None, role: str | None) -> list[_Message]:
+    def between(self, start: float | None, end: float | None, role: str | None = None) -> list[_Message]:
         """Visible messages with start <= timestamp < end (None: unbounded)."""
-    def marked(self, tag: str, role: str | None) -> list[_Message]: ...
-    def timestamps(self) -> list[float]:
-        """The timestamps of the visible messages, in order."""
+    def marked(self, tag: str, role: str | None = None) -> list[_Message]: ...
     @property
     def batch_index(self) -> int: ...
     def snapshot(self, batch_index: int) -> tuple[int, float, list[_Message], int, str | None]:
         """(batch_index, timestamp, messages, message_count, description) of a batch."""
-    def stats(self) -> tuple[int, int, int, int]:
+    def stats(self) -> _Stats:
         """(total_messages, current_batch_messages, total_batches, current_batch_index)."""
     def to_json(self) -> str: ...
     @staticmethod
     def from_json(text: str) -> MessageStore: ...
     def token_count(self, encoding: str) -> int:
         """The tokens of the visible messages, priming included; O(1) once counted."""
-    def message_token_counts(self, encoding: str) -> list[int]:
-        """The tokens of each visible message, in order (cached per stored message)."""
-    def trim_to_tokens(
-        self,
-        description: str,
-        max_tokens: int,
-        strategy: str,
-        keep_system: bool,
-        start_on: Sequence[str] | None,
-        end_on: Sequence[str] | None,
-        allow_partial: bool,
-        encoding: str,
-        counter: Callable[[_Message], int] | None,
-    ) -> None:
-        """TRIM TO TOKENS: a new batch holding the messages that fit; tool calls stay whole."""
     def copy(self) -> MessageStore:
         """An independent copy of the whole state."""
 
@@ -154,6 +115,8 @@ class PageWindow:
         """Take back the page just opened (the newest); its index will be given again."""
     def page(self, index: int) -> list[_Message]:
         """The messages of an active page."""
+    def page_texts(self, index: int) -> tuple[list[_Message], list[str]]:
+        """The messages of an active page and the searchable text of each, read under one lock."""
     def page_indices(self) -> list[int]:
         """The active pages' indices, oldest first."""
     def messages(self) -> list[_Message]:
@@ -165,15 +128,17 @@ class PageWindow:
     def system_len(self) -> int: ...
     @property
     def next_index(self) -> int: ...
-    def stored_nodes(self) -> int:
-        """Nodes the arena holds: the window's and detached ones not yet compacted away."""
 
 def allocated_bytes() -> int:
     """Bytes currently allocated by the Rust core in this process (all stores together)."""
 
+# ---- the text of messages (rust/src/core/text.rs) -----------------------------------------------
 def message_texts(messages: _Message | Sequence[_Message]) -> list[str]:
-    """The searchable text of each message: its string content, or its blocks' text joined by
-    newlines. The messages are checked like stored ones."""
+    """The searchable text of each message (what FILTER matches and search indexes): what it says,
+    then each tool call's name and arguments, one per line. Not checked against the message rules."""
+
+def entry_texts(messages: _Message | Sequence[_Message]) -> list[tuple[str, str]]:
+    """What each message says, and the tools it calls as ``name(arguments)`` joined by ``"; "``."""
 
 # ---- the pair scan (memci.sanitize) -----------------------------------------------------------------
 # A finding: (index, role, reason code, the ids the reason names, the other position it names).
@@ -210,8 +175,9 @@ def count_message(message: _Message, encoding: str) -> int:
 def count_message_list(messages: Sequence[_Message], encoding: str) -> list[int]:
     """The tokens of each message, on all cores with the GIL released."""
 
-def encoding_name(encoding: str) -> str:
-    """The canonical name of an encoding given by name or model name."""
+def encoding_name(encoding: str, place: str) -> str:
+    """The canonical name of an encoding given by name or model name; ``place`` names the
+    function or class it was given to, in an error."""
 
 def reply_priming(encoding: str) -> int:
     """What a non-empty list of messages costs beyond its messages."""
@@ -243,11 +209,9 @@ _Bad = tuple[int, str, str]
 
 @final
 class BatchPipeline:
-    """Steps (tuples built by memci.batch) applied to every conversation on a thread pool."""
+    """Step configs (memci.ops, memci.batch.CountTokens) applied to every conversation on a thread pool."""
 
-    def __new__(
-        cls, steps: Sequence[tuple[Any, ...]], format: str = "chat", workers: int | None = None
-    ) -> BatchPipeline: ...
+    def __new__(cls, steps: Sequence[Any], format: str = "chat", workers: int | None = None) -> BatchPipeline: ...
     @property
     def workers(self) -> int: ...
     def run_messages(

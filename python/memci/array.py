@@ -16,7 +16,7 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from memci import _core, budget, ops, tokens
+from memci import _core, ops, tokens
 from memci.errors import BatchError, InvalidMessageError, InvalidOperationError
 from memci.results import BatchSnapshot, OperationResult, Stats
 from memci.sanitize import SanitizeResult, ValidationResult, sanitize_store, validate_store
@@ -131,7 +131,8 @@ class MessageArray:
     def checkpoint(self, description: str | None = None) -> int:
         """Open a new batch with no change and return the index of the batch it closed, so that
         ``rollback(returned)`` comes back to this state. O(1)."""
-        return self._store.checkpoint(ops.Checkpoint(description).describe())
+        *_, batch_index = self._store.execute(ops.Checkpoint(description))
+        return batch_index - 1
 
     def execute(self, op: ops.Operation | Mapping[str, Any]) -> OperationResult:
         """Run a config of :mod:`memci.ops`, or an operation dict in either seed format
@@ -140,31 +141,13 @@ class MessageArray:
         return self._run(config)
 
     def _run(self, config: ops.Operation, counter: tokens.Counter | None = None) -> OperationResult:
-        """Run a checked config (``counter``: trim_to_tokens' callable, which no config carries)."""
-        store = self._store
-        match config:
-            case ops.Append():
-                store.append(config.messages)
-            case ops.Insert():
-                store.insert(config.position, config.messages, config.describe())
-            case ops.Replace():
-                store.replace(config.index, config.message, config.describe())
-            case ops.Truncate():
-                c = config
-                store.truncate(c.describe(), c.keep_first, c.keep_last, c.remove_first, c.remove_last, c.range, c.role)
-            case ops.Clear():
-                store.clear(config.describe(), config.keep_system)
-            case ops.Filter():
-                store.filter(config.describe(), config.roles, config.content_contains, config.content_excludes)
-            case ops.Rollback():
-                store.rollback(config.batch_index)
-            case ops.Checkpoint():
-                store.checkpoint(config.describe())
-            case ops.Sanitize():
-                sanitize_store(store)
-            case ops.TrimToTokens():
-                budget.trim_to_tokens(store, config, counter)
-        stats = self.stats()
+        """Run a checked config (``counter``: trim_to_tokens' callable, which no config carries):
+        the store reads the config's fields itself (``memci._core.MessageStore.execute``)."""
+        if isinstance(config, ops.Sanitize):
+            sanitize_store(self._store)
+            stats = self.stats()
+        else:
+            stats = Stats(*self._store.execute(config, counter))
         return OperationResult(config.name, stats.current_batch_index, stats.current_batch_messages, stats)
 
     # ---- tool-call hygiene (docs/sanitizer.md) ----------------------------------------------------
@@ -233,45 +216,32 @@ class MessageArray:
 
     def by_role(self, role: str) -> list[Message]:
         """The visible messages of ``role``, in order (``system`` excludes ``developer``). O(k)."""
-        return self._store.by_role(ops.check_role("by_role", "role", role))
+        return self._store.by_role(role)
 
     def recent(self, n: int, role: str | None = None, roles: Iterable[str] | None = None) -> list[Message]:
         """The last ``n`` visible messages, of ``role`` or of any of ``roles`` (not both; an empty
         ``roles`` is not given), oldest first. O(n) through the role index."""
-        if roles is None and type(n) is int and n >= 0 and (role is None or type(role) is str):
-            # The hot path of an agent loop: the core checks the role name itself.
-            return self._store.recent(n, role)
-        count = ops.check_count("recent", "n", n)
-        if role is not None and roles is not None:
-            raise InvalidOperationError("recent: give role or roles, not both")
-        if role is not None:
-            selected: tuple[str, ...] | None = (ops.check_role("recent", "role", role),)
-        else:
-            selected = ops.check_roles("recent", "roles", roles)
-        return self._store.recent(count, selected or None)
+        return self._store.recent(n, role, roles)
 
     def role_range(self, role: str, start: int = 0, end: int | None = None) -> list[Message]:
         """``by_role(role)[start:end]``, slice rules (negatives count from the end). O(k)."""
-        checked = ops.check_role("role_range", "role", role)
         first = ops.check_index("role_range", "start", start)
         last = None if end is None else ops.check_index("role_range", "end", end)
-        return self._store.role_range(checked, slice(first, last))
+        return self._store.role_range(role, slice(first, last))
 
     def count(self, role: str | None = None) -> int:
         """The number of visible messages (of ``role``). O(1)."""
-        return self._store.count(ops.check_optional_role("count", "role", role))
+        return self._store.count(role)
 
     def indices(self, role: str | None = None) -> npt.NDArray[np.int64]:
         """Positions in the visible list (of ``role``'s messages), as a writable int64 array. O(k)."""
-        buffer = self._store.indices(ops.check_optional_role("indices", "role", role))
+        buffer = self._store.indices(role)
         return np.frombuffer(buffer, dtype=np.int64)
 
     def between(self, start: TimeBound = None, end: TimeBound = None, role: str | None = None) -> list[Message]:
         """Visible messages (of ``role``) with ``start <= timestamp < end``; a bound is epoch
         seconds, a ``datetime`` (naive: local time) or ``None`` (unbounded). O(n)."""
-        return self._store.between(
-            _epoch("start", start), _epoch("end", end), ops.check_optional_role("between", "role", role)
-        )
+        return self._store.between(_epoch("start", start), _epoch("end", end), role)
 
     def mark(self, index: int, tag: str) -> None:
         """Tag the message at visible ``index``. The tag belongs to the stored message, so it
@@ -284,7 +254,7 @@ class MessageArray:
         """The visible messages (of ``role``) carrying ``tag``, in order. O(n)."""
         if not isinstance(tag, str):
             raise InvalidOperationError(f"marked: tag must be a str, got {tag!r}")
-        return self._store.marked(str.__str__(tag), ops.check_optional_role("marked", "role", role))
+        return self._store.marked(str.__str__(tag), role)
 
     # ---- batches ---------------------------------------------------------------------------------
 
@@ -314,7 +284,11 @@ class MessageArray:
         per encoding and cached (snapshots and rollback keep the counts): O(1) once counted, O(k)
         after k appends. With ``counter`` (any callable, see :mod:`memci.tokens`): the sum of
         ``counter(m)``, O(n) in Python, except :func:`memci.tokens.approximate`, which is cached."""
-        return budget.token_count(self._store, encoding, counter)
+        if counter is None:
+            return self._store.token_count(encoding)
+        if counter is tokens.approximate:
+            return self._store.token_count(tokens.APPROXIMATE)
+        return tokens.count_messages(self._store.messages(), counter=tokens.callable_counter("token_count", counter))
 
     def trim_to_tokens(
         self,
@@ -338,6 +312,10 @@ class MessageArray:
         ``max_tokens`` (unless the system messages alone exceed it); with ``counter`` (any
         callable) the sum of its counts is. O(k) for k messages looked at, once counted;
         the GIL is released. Semantics: ``docs/tokens.md``."""
+        if counter is tokens.approximate:
+            encoding, counter = tokens.APPROXIMATE, None
+        elif counter is not None:
+            counter = tokens.callable_counter("trim_to_tokens", counter)
         config = ops.TrimToTokens(max_tokens, strategy, keep_system, start_on, end_on, allow_partial, encoding)
         return self._run(config, counter)
 

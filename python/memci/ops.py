@@ -358,13 +358,9 @@ class TrimToTokens:
 
     def __post_init__(self) -> None:
         _set(self, "max_tokens", check_count(self.name, "max_tokens", self.max_tokens))
-        if self.strategy not in ("first", "last"):
-            _fail(self.name, f"strategy must be 'first' or 'last', got {self.strategy!r}")
         for flag in ("keep_system", "allow_partial"):
             if not isinstance(getattr(self, flag), bool):
                 _fail(self.name, f"{flag} must be a bool, got {getattr(self, flag)!r}")
-        if not isinstance(self.encoding, str):
-            _fail(self.name, f"encoding must be a str, got {self.encoding!r}")
 
     def describe(self) -> str:
         return _describe(self.name, max_tokens=self.max_tokens, strategy=self.strategy)

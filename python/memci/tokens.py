@@ -56,35 +56,28 @@ ENCODINGS = ("o200k_base", "cl100k_base")
 APPROXIMATE = "approximate"
 
 
-def _encoding(where: str, encoding: object) -> str:
-    if not isinstance(encoding, str):
-        raise InvalidOperationError(f"{where}: encoding must be a str, got {type(encoding).__name__}")
-    return _core.encoding_name(str.__str__(encoding))
-
-
 def encoding_for_model(model: str) -> str:
     """The encoding a model name uses (``"gpt-4o"`` -> ``"o200k_base"``); an encoding's own name
     returns itself. Unknown names raise :class:`~memci.InvalidOperationError`."""
-    return _encoding("encoding_for_model", model)
+    return _core.encoding_name(model, "encoding_for_model")
 
 
 def count(text: str, encoding: str = DEFAULT_ENCODING) -> int:
     """The tokens of ``text``. O(len(text)); the GIL is released for long texts."""
     if not isinstance(text, str):
         raise InvalidOperationError(f"count: text must be a str, got {type(text).__name__}")
-    return _core.count_text(str.__str__(text), _encoding("count", encoding))
+    return _core.count_text(str.__str__(text), encoding)
 
 
 def count_batch(texts: Iterable[str], encoding: str = DEFAULT_ENCODING) -> list[int]:
     """The tokens of each text, in order, counted on all cores with the GIL released."""
-    name = _encoding("count_batch", encoding)
     if isinstance(texts, str):
         raise InvalidOperationError("count_batch: texts must be an iterable of str, not a str")
     items = list(texts)
     for i, text in enumerate(items):
         if not isinstance(text, str):
             raise InvalidOperationError(f"count_batch: texts[{i}] must be a str, got {type(text).__name__}")
-    return _core.count_texts(items, name)
+    return _core.count_texts(items, encoding)
 
 
 def counted(where: str, counter: Counter, message: Message) -> int:
@@ -95,16 +88,21 @@ def counted(where: str, counter: Counter, message: Message) -> int:
     return int(value)
 
 
-def resolve(where: str, encoding: str, counter: Counter | None) -> tuple[str, Counter | None]:
-    """The encoding name to count with in Rust, or the callable to count with in Python.
-    :func:`approximate` is recognised and counted in Rust (and cached)."""
-    if counter is None:
-        return _encoding(where, encoding), None
-    if counter is approximate:
-        return APPROXIMATE, None
+def callable_counter(where: str, counter: object) -> Counter:
+    """``counter`` if it is callable; otherwise :class:`~memci.InvalidOperationError`."""
     if not callable(counter):
         raise InvalidOperationError(f"{where}: counter must be callable, got {type(counter).__name__}")
-    return _encoding(where, encoding), counter
+    return counter  # any callable: what it returns is checked per call
+
+
+def resolve(where: str, encoding: str, counter: Counter | None) -> tuple[str, Counter | None]:
+    """The encoding to count with in Rust (checked there, when it counts), or the callable to
+    count with in Python. :func:`approximate` is recognised and counted in Rust (and cached)."""
+    if counter is None:
+        return encoding, None
+    if counter is approximate:
+        return APPROXIMATE, None
+    return encoding, callable_counter(where, counter)
 
 
 def count_message(message: Message, encoding: str = DEFAULT_ENCODING, *, counter: Counter | None = None) -> int:
@@ -140,11 +138,11 @@ def approximate(message: Message) -> int:
 
 def reply_priming(encoding: str = DEFAULT_ENCODING) -> int:
     """What a non-empty list of messages costs beyond its messages (3 for an exact encoding)."""
-    return _core.reply_priming(_encoding("reply_priming", encoding))
+    return _core.reply_priming(encoding)
 
 
 def ranks_file(encoding: str = DEFAULT_ENCODING) -> str:
     """The ranks file of an exact encoding in tiktoken's format (``<base64 token> <rank>`` per
     line), byte for byte the file OpenAI publishes, rebuilt from the ranks memci ships: write it to
     ``$TIKTOKEN_CACHE_DIR/<sha1 of the file's URL>`` and tiktoken loads offline."""
-    return _core.ranks_file(_encoding("ranks_file", encoding))
+    return _core.ranks_file(encoding)

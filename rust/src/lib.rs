@@ -14,7 +14,10 @@ mod _core {
     use crate::python::store::MessageStore;
 
     #[pymodule_export]
-    use crate::python::pages::{PageWindow, message_texts};
+    use crate::python::pages::PageWindow;
+
+    #[pymodule_export]
+    use crate::python::text::{entry_texts, message_texts};
 
     #[pymodule_export]
     use crate::python::allocated_bytes;

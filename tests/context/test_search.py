@@ -8,7 +8,7 @@ import search_reference as ref
 from factories import run_together
 from hypothesis import given
 from hypothesis import strategies as st
-from memci import InvalidOperationError, MemciError, PageSearch, SearchHit
+from memci import InvalidOperationError, MemciError, PageSearch, SearchHit, _core
 from memci.context.search import page_text
 
 #: Words and characters chosen so that both tokenizers agree on them (Python's isalnum and Rust's
@@ -167,24 +167,18 @@ def test_the_snippet_shows_the_best_passage_with_ellipses() -> None:
 
 
 def test_page_text_holds_the_summary_contents_blocks_and_tool_calls() -> None:
-    page = {
-        "index": 1,
-        "summary": "weather question",
-        "messages": [
-            {"role": "user", "content": "东京明天天气?"},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [{"id": "c", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}],
-            },
-            {"role": "tool", "tool_call_id": "c", "content": [{"type": "text", "text": "21°C"}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "sunny"}]},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {"q": "雨"}}]},
-        ],
-        "entry_summaries": [],
-        "archived_round": 0,
-    }
-    text = page_text(page)
+    messages = [
+        {"role": "user", "content": "东京明天天气?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c", "content": [{"type": "text", "text": "21°C"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "sunny"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {"q": "雨"}}]},
+    ]
+    text = page_text("weather question", _core.message_texts(messages))
     for part in ("weather question", "东京明天天气", "get_weather", "21°C", "sunny", "雨"):
         assert part in text
     index = PageSearch()

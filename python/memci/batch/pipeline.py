@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeAlias, TypeVar
 
 from memci import _core, ops
-from memci.budget import _roles as trim_roles
 from memci.errors import InvalidOperationError
 from memci.tokens import DEFAULT_ENCODING
 
@@ -31,7 +30,7 @@ class CountTokens:
     def __post_init__(self) -> None:
         if not isinstance(self.encoding, str):
             raise InvalidOperationError(f"count_tokens: encoding must be a str, got {self.encoding!r}")
-        _core.encoding_name(self.encoding)  # an unknown encoding fails here, not per conversation
+        _core.encoding_name(self.encoding, self.name)  # an unknown encoding fails here, not per conversation
 
 
 #: What a pipeline step is: a config of :mod:`memci.ops` that removes messages, or CountTokens.
@@ -112,48 +111,6 @@ def as_step(step: Step | Mapping[str, Any]) -> Step:
             "(steps: sanitize, trim_to_tokens, truncate, filter, clear, count_tokens)"
         )
     return config
-
-
-def _step_tuple(step: Step) -> tuple[Any, ...]:
-    """The tuple form the core reads (``rust/src/python/batch.rs``)."""
-    match step:
-        case ops.Sanitize():
-            return ("sanitize",)
-        case ops.TrimToTokens():
-            starts = trim_roles("start_on", step.start_on)
-            ends = trim_roles("end_on", step.end_on)
-            return (
-                "trim_to_tokens",
-                step.max_tokens,
-                step.strategy,
-                step.keep_system,
-                starts and list(starts),
-                ends and list(ends),
-                step.allow_partial,
-                step.encoding,
-            )
-        case ops.Truncate():
-            return (
-                "truncate",
-                step.keep_first,
-                step.keep_last,
-                step.remove_first,
-                step.remove_last,
-                step.range,
-                step.role,
-            )
-        case ops.Filter():
-            return (
-                "filter",
-                step.roles and list(step.roles),
-                step.content_contains and list(step.content_contains),
-                step.content_excludes and list(step.content_excludes),
-            )
-        case ops.Clear():
-            return ("clear", step.keep_system)
-        case CountTokens():
-            return ("count_tokens", step.encoding)
-    raise AssertionError(step)  # pragma: no cover  # as_step admits nothing else
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -283,7 +240,7 @@ class Pipeline:
             raise InvalidOperationError(f"batch: workers must be an int >= 1 or None, got {workers!r}")
         self.steps: tuple[Step, ...] = tuple(as_step(s) for s in steps)
         self.format = format
-        self._core = _core.BatchPipeline([_step_tuple(s) for s in self.steps], format, workers)
+        self._core = _core.BatchPipeline(self.steps, format, workers)
 
     @property
     def workers(self) -> int:

@@ -19,8 +19,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from memci.context.search import message_text
-from memci.context.summary import cut
+from memci import _core
+from memci.context.summary import cut, said_and_calls
 from memci.errors import StorageError
 from memci.storage.directory import DirectoryStorage
 from memci.storage.json_store import JsonStore
@@ -80,8 +80,13 @@ def _table(
     return table
 
 
-def _records(value: Any) -> list[Mapping[str, Any]]:
-    return [item for item in value or () if isinstance(item, Mapping)] if isinstance(value, list) else []
+def _records(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value or () if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _texts(messages: list[dict[str, Any]]) -> list[str]:
+    """What each message says, then the tools it calls (the core's text rule)."""
+    return [said_and_calls(said, calls) for said, calls in _core.entry_texts(messages)]
 
 
 def _state_tables(state: Mapping[str, Any]) -> list[Table]:
@@ -105,7 +110,7 @@ def _state_tables(state: Mapping[str, Any]) -> list[Table]:
         columns = [
             _field("index"),
             ("messages", lambda p: _roles(_records(p.get("messages")))),
-            ("first message", lambda p: next(map(message_text, _records(p.get("messages"))), "")),
+            ("first message", lambda p: "".join(_texts(_records(p.get("messages"))[:1]))),
         ]
         out.append(_table(f"Active pages: {len(active)}", active, columns))
     return out
@@ -127,9 +132,10 @@ def _pages_table(store: JsonStore, indices: list[int], limit: int) -> Table:
 
 def _page_table(index: int, page: Mapping[str, Any]) -> Table:
     summaries = page.get("entry_summaries") or []
+    messages = _records(page.get("messages"))
     rows = [
-        {"#": i, "role": m.get("role", "?"), "text": message_text(m), "entry summary": "".join(summaries[i : i + 1])}
-        for i, m in enumerate(_records(page.get("messages")))
+        {"#": i, "role": m.get("role", "?"), "text": text, "entry summary": "".join(summaries[i : i + 1])}
+        for i, (m, text) in enumerate(zip(messages, _texts(messages), strict=True))
     ]
     title = f"Page {index}, archived in round {page.get('archived_round')}: {_cut(page.get('summary', ''))}"
     columns = [_field("#"), _field("role"), ("message", lambda r: r["text"]), _field("entry summary")]

@@ -14,15 +14,14 @@ formula: ``docs/storage.md`` ("Search").
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from memci import _core
 from memci.errors import InvalidOperationError
 
-__all__ = ["PageSearch", "SearchHit", "message_text", "page_text"]
+__all__ = ["PageSearch", "SearchHit", "message_texts", "page_text"]
 
 _MAX_INDEX = 2**64 - 1
 
@@ -95,43 +94,14 @@ class PageSearch:
         return [SearchHit(page, score, snippet) for page, score, snippet in self._index.search(query, k)]
 
 
-def _block_text(block: Any) -> str:
-    if isinstance(block, str):
-        return block
-    if not isinstance(block, Mapping):
-        return ""
-    kind = block.get("type")
-    if kind == "text":
-        return str(block.get("text", ""))
-    if kind == "tool_result":
-        return _content_text(block.get("content"))
-    if kind == "tool_use":
-        return json.dumps(block.get("input"), ensure_ascii=False)
-    return ""
+def message_texts(messages: Sequence[dict[str, Any]]) -> list[str]:
+    """The searchable text of each message, by the core's one rule (the text FILTER matches; see
+    ``docs/message-array.md``, "Text"): what it says, then the tools it calls, one piece per line.
+    O(total size)."""
+    return _core.message_texts(messages) if messages else []
 
 
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(filter(None, (_block_text(b) for b in content)))
-    return ""
-
-
-def message_text(message: Mapping[str, Any]) -> str:
-    """A message's searchable text: its string content, or the text of its blocks (text, tool
-    results, tool-use inputs), then each tool call's name and arguments, one per line."""
-    parts = [_content_text(message.get("content"))]
-    for call in message.get("tool_calls") or ():
-        function = call.get("function") if isinstance(call, Mapping) else None
-        if isinstance(function, Mapping):
-            parts.append(f"{function.get('name', '')}({function.get('arguments', '')})")
-    return "\n".join(p for p in parts if p)
-
-
-def page_text(page: Mapping[str, Any]) -> str:
-    """The searchable text of a stored page: its summary, then :func:`message_text` of each
-    message, one per line."""
-    parts = [str(page.get("summary") or "")]
-    parts += [message_text(m) for m in page.get("messages") or () if isinstance(m, Mapping)]
-    return "\n".join(p for p in parts if p)
+def page_text(summary: str, texts: Sequence[str]) -> str:
+    """The searchable text of an archived page: its summary, then the searchable text of each of
+    its messages (the core's rule: ``memci._core.message_texts``), one per line."""
+    return "\n".join(p for p in (summary, *texts) if p)

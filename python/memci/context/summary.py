@@ -10,7 +10,6 @@ the function itself as ``summarizer=``).
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from collections.abc import Callable
@@ -31,6 +30,7 @@ __all__ = [
     "as_summarizer",
     "cut",
     "entry_text",
+    "said_and_calls",
 ]
 
 Message = dict[str, Any]
@@ -109,23 +109,6 @@ def first_sentence(text: str, within: int | None = None) -> str:
     return line if found is None else line[: found.end()]
 
 
-def _calls_text(message: Message) -> str:
-    calls = message.get("tool_calls") or []
-    parts = []
-    for call in calls:
-        function = call.get("function") or {}
-        parts.append(f"{function.get('name', '?')}({function.get('arguments', '')})")
-    return "; ".join(parts)
-
-
-def _tool_uses_text(message: Message) -> str:
-    content = message.get("content")
-    if not isinstance(content, list):
-        return ""
-    uses = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
-    return "; ".join(f"{b.get('name', '?')}({json.dumps(b.get('input'), ensure_ascii=False)})" for b in uses)
-
-
 _RECALL_RESULT = re.compile(r'^\{"page": (\d+), "messages": \[')
 
 
@@ -136,20 +119,29 @@ def _recalled_page(text: str) -> str | None:
     return None if match is None else f"recalled page {match.group(1)}"
 
 
-def entry_text(message: Message, text: str | None = None, *, short: int | None = None) -> str:
-    """The text a summary of ``message`` starts from: its content text (``text`` if already
-    known; with ``short``, only its first sentence, looked for in that many characters), then its
-    tool calls as ``→ name(arguments)``."""
-    body = _core.message_texts(message)[0] if text is None else text
-    recalled = _recalled_page(body)
+def entry_text(message: Message, *, short: int | None = None) -> str:
+    """The text a summary of ``message`` starts from: what it says (with ``short``, only its first
+    sentence, looked for in that many characters), then the tools it calls as
+    ``→ name(arguments)``. Both come from the core's text rule (``memci._core.entry_texts``)."""
+    ((said, calls),) = _core.entry_texts([message])
+    return _entry_line(said, calls, short)
+
+
+def _entry_line(said: str, calls: str, short: int | None) -> str:
+    recalled = _recalled_page(said)
     if recalled is not None:
         return recalled
     if short is not None:
-        body = first_sentence(body, short)
-    calls = _calls_text(message) or _tool_uses_text(message)
+        said = first_sentence(said, short)
+    return said_and_calls(said, calls)
+
+
+def said_and_calls(said: str, calls: str) -> str:
+    """What a message says, then ``→`` and the tools it calls (``memci._core.entry_texts``);
+    either alone when the other is empty."""
     if calls:
-        return f"{body.strip()} → {calls}" if body.strip() else f"→ {calls}"
-    return body
+        return f"{said.strip()} → {calls}" if said.strip() else f"→ {calls}"
+    return said
 
 
 # ---- summarizers --------------------------------------------------------------------------------
@@ -174,10 +166,9 @@ class ExtractiveSummarizer:
 
     def summarize(self, page: Page) -> PageSummary:
         messages = page.messages()
-        texts = _core.message_texts(messages) if messages else []
         # Twice the longest cut, and some: whitespace collapses, so a little more may be needed.
         within = 2 * max(self.entry_chars, self.page_chars) + 16
-        lines = [entry_text(m, t, short=within) for m, t in zip(messages, texts, strict=True)]
+        lines = [_entry_line(said, calls, within) for said, calls in _core.entry_texts(messages)]
         entries = tuple(cut(f"{m['role']}: {line}", self.entry_chars) for m, line in zip(messages, lines, strict=True))
         first = next((i for i, m in enumerate(messages) if m["role"] == "user"), 0)
         summary = cut(lines[first], self.page_chars) if lines else ""
@@ -211,8 +202,8 @@ class CallableSummarizer:
 
     def summarize(self, page: Page) -> PageSummary:
         messages = page.messages()
-        texts = _core.message_texts(messages) if messages else []
-        tagged = [f"{m['role']}: {entry_text(m, t)}" for m, t in zip(messages, texts, strict=True)]
+        texts = _core.entry_texts(messages)
+        tagged = [f"{m['role']}: {_entry_line(*text, None)}" for m, text in zip(messages, texts, strict=True)]
         entries = tuple(self._call(t) for t in tagged)
         return PageSummary(self._call("\n".join(tagged)), entries)
 

@@ -29,7 +29,7 @@ from memci.context.contents import (
     PageListing,
     RoundResult,
 )
-from memci.context.search import PageSearch, SearchHit, page_text
+from memci.context.search import PageSearch, SearchHit, message_texts, page_text
 from memci.context.summary import PageSummary, Summarizer, as_summarizer, checked
 from memci.errors import ContextOverflowError, InvalidMessageError, InvalidOperationError, PageError, StateError
 from memci.sanitize import sanitize_messages
@@ -159,8 +159,7 @@ class ContextSystem:
             policy = ArchivePolicy()
         if not isinstance(policy, ArchivePolicy):
             raise InvalidOperationError(f"ContextSystem: policy must be an ArchivePolicy, got {type(policy).__name__}")
-        if not isinstance(encoding, str):
-            raise InvalidOperationError(f"ContextSystem: encoding must be a str, got {encoding!r}")
+        _core.encoding_name(encoding, "ContextSystem")  # refuses an unknown encoding, named
         self._tools: ToolFormat = tools
         self._active_pages = _positive("active_pages", active_pages)
         self._max_context_tokens = (
@@ -226,18 +225,21 @@ class ContextSystem:
 
     # ---- archiving ---------------------------------------------------------------------------------
 
-    def _prepare(self, index: int) -> tuple[Page, PageSummary]:
-        page = Page.of(index, self._window.page(index))
-        return page, checked(self._summarizer.summarize(page), page)
+    def _prepare(self, index: int) -> tuple[Page, PageSummary, str]:
+        """An active page, its summary and its searchable text (one read of the window)."""
+        messages, texts = self._window.page_texts(index)
+        page = Page.of(index, messages)
+        summary = checked(self._summarizer.summarize(page), page)
+        return page, summary, page_text(summary.summary, texts)
 
     def _new_entry(self, page: Page, summary: PageSummary) -> ContentsEntry:
         """The contents entry of a page archived now: never recalled, last-recall round = now."""
         return ContentsEntry(page.index, summary.summary, summary.entry_summaries, 0, self._round, self._round)
 
-    def _archive_pages(self, prepared: list[tuple[Page, PageSummary]]) -> None:
+    def _archive_pages(self, prepared: list[tuple[Page, PageSummary, str]]) -> None:
         """Archive summarised active pages: storage first (the step that can fail), then the O(1)
         unlink, the contents entry and the search index."""
-        for page, summary in prepared:
+        for page, summary, text in prepared:
             stored = {
                 "index": page.index,
                 "messages": page.messages(),
@@ -248,7 +250,7 @@ class ContextSystem:
             self._storage.put_page(page.index, stored)
             self._window.detach(page.index)
             self._archive.add(self._new_entry(page, summary))
-            self._search.add(page.index, page_text(stored))
+            self._search.add(page.index, text)
 
     # ---- what the model sees ----------------------------------------------------------------------
 
@@ -289,10 +291,10 @@ class ContextSystem:
                 f"over max_context_tokens={limit}"
             )
         pages = {i: self._window.page(i) for i in indices}
-        prepared: list[tuple[Page, PageSummary]] = []
+        prepared: list[tuple[Page, PageSummary, str]] = []
         for index in indices[:-1]:
             prepared.append(self._prepare(index))
-            extra = [self._new_entry(p, s) for p, s in prepared]
+            extra = [self._new_entry(p, s) for p, s, _ in prepared]
             rest = [m for i in indices[len(prepared) :] for m in pages[i]]
             tokens = self._tokens.messages(self._assemble(self._archive.render(extra), rest))
             if tokens <= limit:
@@ -593,7 +595,7 @@ def _restore(
         gone = _dropped(raw, f"state['dropped'][{i}]")
         ctx._archive.dropped[gone.index] = gone
     ctx._search.extend(
-        (index, page_text(stored))
+        (index, page_text(str(stored.get("summary") or ""), message_texts(stored.get("messages") or [])))
         for index in storage.page_indices()
         if (stored := storage.get_page(index)) is not None
     )

@@ -13,50 +13,10 @@ use crate::core::error::{Error, Result};
 use crate::core::message;
 use crate::core::snapshot::{History, Snapshot, View};
 use crate::core::store::Store;
-use crate::core::value::{Encoder, Value, ValueRef};
+use crate::core::value::{Encoder, ValueRef, write_json_str as write_str, write_value};
 
 const FORMAT: &str = "memci.MessageStore";
 const VERSION: u64 = 1;
-
-/// Write one encoded value as JSON text.
-pub fn write_value(out: &mut String, value: ValueRef<'_>) {
-    match value.get() {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if b { "true" } else { "false" }),
-        Value::Int(i) => {
-            let _ = write!(out, "{i}");
-        }
-        Value::BigInt(s) => out.push_str(s),
-        Value::Float(f) => out.push_str(&Json::from(f).to_string()),
-        Value::Str(s) => write_str(out, s),
-        Value::List(items) => {
-            out.push('[');
-            for (i, v) in items.values().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_value(out, v);
-            }
-            out.push(']');
-        }
-        Value::Dict(items) => {
-            out.push('{');
-            for (i, (k, v)) in items.entries().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_str(out, k);
-                out.push(':');
-                write_value(out, v);
-            }
-            out.push('}');
-        }
-    }
-}
-
-fn write_str(out: &mut String, s: &str) {
-    out.push_str(&serde_json::to_string(s).unwrap_or_default());
-}
 
 fn write_ids<'a>(out: &mut String, ids: impl Iterator<Item = &'a NodeId>) {
     out.push('[');

@@ -3,6 +3,7 @@
 
 pub mod arena;
 pub mod batch;
+pub mod config;
 pub mod cow_vec;
 pub mod error;
 pub mod json;
@@ -16,6 +17,7 @@ pub mod search;
 pub mod search_terms;
 pub mod snapshot;
 pub mod store;
+pub mod text;
 pub mod token_counts;
 pub mod tokens;
 pub mod trim;

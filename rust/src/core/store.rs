@@ -10,14 +10,16 @@ use memchr::memmem::Finder;
 use rayon::prelude::*;
 
 use crate::core::arena::{Arena, NodeId};
+use crate::core::config::{Conditions, Cuts};
 use crate::core::cow_vec::CowVec;
 use crate::core::error::{Error, Result};
 use crate::core::message::{self, Facts};
 use crate::core::pair_index::PairCache;
 use crate::core::roles::Role;
 use crate::core::snapshot::{History, View};
+use crate::core::text::message_text;
 use crate::core::token_counts::TokenCounts;
-use crate::core::value::{Encoder, ValueRef, for_each_text};
+use crate::core::value::{Encoder, ValueRef};
 
 /// Below this many visible messages a text scan runs on one core (threads cost more than they save).
 const PARALLEL_FROM: usize = 8192;
@@ -93,59 +95,6 @@ impl Incoming {
             .iter()
             .map(|(range, facts)| (&self.bytes[range.clone()], facts))
     }
-}
-
-/// The cuts of a TRUNCATE, applied in field order.
-#[derive(Debug, Default, Clone)]
-pub struct Cuts {
-    pub keep_first: Option<usize>,
-    pub keep_last: Option<usize>,
-    pub remove_first: Option<usize>,
-    pub remove_last: Option<usize>,
-    pub range: Option<(usize, usize)>,
-    pub role: Option<Role>,
-}
-
-impl Cuts {
-    /// The window `lo..hi` of a list of `len` items that the cuts keep.
-    fn window(&self, len: usize) -> Range<usize> {
-        let (mut lo, mut hi) = (0, len);
-        if let Some(n) = self.keep_first {
-            hi = hi.min(lo + n);
-        }
-        if let Some(n) = self.keep_last {
-            lo = lo.max(hi.saturating_sub(n));
-        }
-        if let Some(n) = self.remove_first {
-            lo = hi.min(lo + n);
-        }
-        if let Some(n) = self.remove_last {
-            hi = lo.max(hi.saturating_sub(n));
-        }
-        if let Some((start, end)) = self.range {
-            let new_lo = hi.min(lo + start);
-            hi = new_lo.max(hi.min(lo + end));
-            lo = new_lo;
-        }
-        lo..hi
-    }
-
-    fn is_empty(&self) -> bool {
-        self.keep_first.is_none()
-            && self.keep_last.is_none()
-            && self.remove_first.is_none()
-            && self.remove_last.is_none()
-            && self.range.is_none()
-            && self.role.is_none()
-    }
-}
-
-/// The conditions of a FILTER; an empty list means "not given".
-#[derive(Debug, Default, Clone)]
-pub struct Conditions {
-    pub roles: Vec<Role>,
-    pub contains: Vec<String>,
-    pub excludes: Vec<String>,
 }
 
 #[derive(Clone, Default, Debug)]
@@ -489,24 +438,6 @@ impl Store {
     }
 }
 
-/// The searchable text of a message: a string content as is, or its pieces joined by `"\n"`
-/// into `buf`.
-pub fn message_text<'a>(message: ValueRef<'a>, buf: &'a mut String) -> &'a str {
-    if let Some(s) = message.field("content").and_then(ValueRef::as_str) {
-        return s;
-    }
-    buf.clear();
-    let mut first = true;
-    for_each_text(message, &mut |piece| {
-        if !first {
-            buf.push('\n');
-        }
-        first = false;
-        buf.push_str(piece);
-    });
-    buf
-}
-
 /// `(role, content)` pairs as checked messages, for the core's tests.
 #[cfg(test)]
 pub fn incoming_of(messages: &[(&str, &str)]) -> Incoming {
@@ -557,41 +488,6 @@ mod tests {
             .collect();
         store.append(&incoming(&msgs));
         store
-    }
-
-    #[test]
-    fn truncate_cuts_compose_like_slices_in_field_order() {
-        let cuts = Cuts {
-            keep_last: Some(6),
-            remove_first: Some(1),
-            range: Some((1, 3)),
-            ..Cuts::default()
-        };
-        assert_eq!(cuts.window(10), 6..8);
-        assert_eq!(
-            Cuts {
-                keep_last: Some(0),
-                ..Cuts::default()
-            }
-            .window(5),
-            5..5
-        );
-        assert_eq!(
-            Cuts {
-                remove_last: Some(9),
-                ..Cuts::default()
-            }
-            .window(5),
-            0..0
-        );
-        assert_eq!(
-            Cuts {
-                range: Some((4, 2)),
-                ..Cuts::default()
-            }
-            .window(5),
-            4..4
-        );
     }
 
     #[test]

@@ -117,7 +117,8 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::store::{Cuts, Incoming};
+    use crate::core::config::Cuts;
+    use crate::core::store::Incoming;
 
     fn incoming(contents: &[&str]) -> Incoming {
         let mut incoming = Incoming::default();

@@ -13,8 +13,7 @@ use bpe_openai::Tokenizer;
 use rayon::prelude::*;
 
 use crate::core::error::{Error, Result};
-use crate::core::json::write_value;
-use crate::core::value::{Items, Value, ValueRef};
+use crate::core::value::{Items, Value, ValueRef, write_value};
 
 /// How text is turned into a token count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -10,56 +10,12 @@ use std::convert::Infallible;
 use std::ops::Range;
 
 use crate::core::arena::{Arena, NodeId};
+use crate::core::config::{Budget, Roles, Strategy};
 use crate::core::cow_vec::CowVec;
 use crate::core::roles::Role;
 use crate::core::snapshot::View;
 use crate::core::store::Store;
-use crate::core::tokens::Encoding;
 use crate::core::value::{Encoder, Value, ValueRef};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Strategy {
-    /// Keep the first messages that fit.
-    First,
-    /// Keep the last messages that fit.
-    Last,
-}
-
-/// A set of roles (empty: not given).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Roles(u8);
-
-impl Roles {
-    pub fn of(roles: &[Role]) -> Self {
-        Self(roles.iter().fold(0, |bits, r| bits | 1 << (*r as u8)))
-    }
-
-    pub fn has(self, role: Role) -> bool {
-        self.0 & (1 << (role as u8)) != 0
-    }
-
-    pub fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-}
-
-/// What a trim is asked to do.
-#[derive(Debug, Clone, Copy)]
-pub struct Budget {
-    pub max_tokens: u64,
-    pub strategy: Strategy,
-    /// Keep the leading system/developer messages whatever they cost.
-    pub keep_system: bool,
-    /// `Last` only: the kept tail must start on one of these roles (whole units are dropped from
-    /// its old end until it does).
-    pub start_on: Roles,
-    /// The kept messages must end on one of these roles (`Last`: whole units are dropped from the
-    /// end of the history first; `First`: from the end of the kept head).
-    pub end_on: Roles,
-    pub allow_partial: bool,
-    /// What a non-empty result costs beyond its messages (the reply priming of an encoding).
-    pub priming: u64,
-}
 
 /// The plan of a trim over the visible list it was made on (positions into it).
 #[derive(Debug, Clone, Default)]
@@ -178,6 +134,7 @@ pub fn select(
     visible: &CowVec<NodeId>,
     arena: &Arena,
     budget: &Budget,
+    priming: u64,
     count: &mut dyn FnMut(usize) -> u64,
 ) -> Selection {
     let m = Messages { visible, arena };
@@ -193,10 +150,7 @@ pub fn select(
         0
     };
     let system_cost: u64 = (0..system).map(&mut *count).sum();
-    let mut room = budget
-        .max_tokens
-        .saturating_sub(system_cost)
-        .saturating_sub(budget.priming);
+    let mut room = budget.max_tokens.saturating_sub(system_cost).saturating_sub(priming);
     let mut selection = Selection {
         system,
         ..Selection::default()
@@ -384,16 +338,11 @@ pub fn partial<E>(
     Ok((k > 0).then(|| text_message(message, &joined(k))))
 }
 
-/// The candidate of `selection` (planned on `visible`) cut to fit, counted exactly in `encoding`;
-/// `None` when there is no candidate or nothing of it fits.
-pub fn exact_cut(
-    arena: &Arena,
-    visible: &CowVec<NodeId>,
-    selection: &Selection,
-    budget: &Budget,
-    encoding: Encoding,
-) -> Option<Vec<u8>> {
+/// The candidate of `selection` (planned on `visible`) cut to fit, counted exactly in the budget's
+/// encoding; `None` when there is no candidate or nothing of it fits.
+pub fn exact_cut(arena: &Arena, visible: &CowVec<NodeId>, selection: &Selection, budget: &Budget) -> Option<Vec<u8>> {
     let (pos, room) = selection.candidate?;
+    let encoding = budget.encoding;
     let exact = &mut |m: ValueRef<'_>| Ok::<u64, Infallible>(encoding.count_message(m));
     match partial(arena.message(visible[pos]), room, budget.strategy, exact) {
         Ok(cut) => cut,
@@ -410,12 +359,13 @@ const PREFETCH_MAX: usize = 1 << 14;
 impl Store {
     /// TRIM with the cached counts of `encoding`: plan, cut (if asked) and apply under one lock.
     /// A new batch. O(k) for k messages looked at, once counted.
-    pub fn trim_to_tokens(&mut self, budget: &Budget, encoding: Encoding, description: String) {
+    pub fn trim_to_tokens(&mut self, budget: &Budget, description: String) {
+        let encoding = budget.encoding;
         let visible = self.view.visible.clone();
         let len = visible.len();
         let (arena, counts) = (&self.arena, &mut self.token_counts);
         let mut window = PREFETCH_FIRST;
-        let selection = select(&visible, arena, budget, &mut |pos| {
+        let selection = select(&visible, arena, budget, encoding.priming(), &mut |pos| {
             let id = visible[pos];
             if let Some(c) = counts.get(encoding, id) {
                 return c;
@@ -428,7 +378,7 @@ impl Store {
             window = (window * 2).min(PREFETCH_MAX);
             counts.count(arena, encoding, id)
         });
-        let cut = exact_cut(&self.arena, &visible, &selection, budget, encoding);
+        let cut = exact_cut(&self.arena, &visible, &selection, budget);
         self.apply_trim(&visible, &selection, cut, budget, description);
     }
 
@@ -474,6 +424,7 @@ impl Store {
 mod tests {
     use super::*;
     use crate::core::store::Incoming;
+    use crate::core::tokens::Encoding;
 
     /// (role, content, calls): calls > 0 makes an assistant message with that many tool calls.
     fn store(messages: &[(&str, &str)]) -> Store {
@@ -512,14 +463,14 @@ mod tests {
             start_on: Roles::default(),
             end_on: Roles::default(),
             allow_partial: false,
-            priming: 0,
+            encoding: Encoding::Approximate,
         }
     }
 
     /// Every message costs 1: the budget is a message count.
     fn trim(store: &mut Store, budget: &Budget) -> Vec<String> {
         let visible = store.visible().clone();
-        let selection = select(&visible, store.arena(), budget, &mut |_| 1);
+        let selection = select(&visible, store.arena(), budget, 0, &mut |_| 1);
         assert!(store.apply_trim(&visible, &selection, None, budget, "t".into()));
         store
             .visible()
@@ -592,10 +543,10 @@ mod tests {
         let mut s = store(&HISTORY);
         let visible = s.visible().clone();
         let b = budget(2, Strategy::Last);
-        let selection = select(&visible, s.arena(), &b, &mut |_| 1);
+        let selection = select(&visible, s.arena(), &b, 0, &mut |_| 1);
         s.checkpoint("cp".into());
         s.truncate(
-            &crate::core::store::Cuts {
+            &crate::core::config::Cuts {
                 keep_last: Some(3),
                 ..Default::default()
             },

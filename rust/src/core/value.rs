@@ -369,61 +369,53 @@ impl<'a> Items<'a> {
     }
 }
 
-/// Calls `f` with each piece of a message's searchable text, in order (see `docs/message-array.md`):
-/// the string content, or for a list of blocks: string blocks, `text`, a `tool_result`'s content
-/// (string or blocks) and the string values inside a `tool_use` block's `input`.
-pub fn for_each_text<'a>(message: ValueRef<'a>, f: &mut impl FnMut(&'a str)) {
-    let Some(content) = message.field("content") else {
-        return;
-    };
-    content_text(content, f);
+/// Write one encoded value as compact JSON text (`{"a":1,"b":[2,3]}`).
+pub fn write_value(out: &mut String, value: ValueRef<'_>) {
+    write_json(out, value, ",", ":");
 }
 
-fn content_text<'a>(content: ValueRef<'a>, f: &mut impl FnMut(&'a str)) {
-    match content.get() {
-        Value::Str(s) => f(s),
-        Value::List(blocks) => {
-            for block in blocks.values() {
-                block_text(block, f);
-            }
-        }
-        _ => {}
-    }
+/// Write one encoded value as JSON text the way Python's `json.dumps(value, ensure_ascii=False)`
+/// writes it (`{"a": 1, "b": [2, 3]}`).
+pub fn write_python_json(out: &mut String, value: ValueRef<'_>) {
+    write_json(out, value, ", ", ": ");
 }
 
-fn block_text<'a>(block: ValueRef<'a>, f: &mut impl FnMut(&'a str)) {
-    match block.get() {
-        Value::Str(s) => f(s),
-        Value::Dict(items) => {
-            let kind = items.field("type").and_then(ValueRef::as_str);
-            if let Some(text) = items.field("text").and_then(ValueRef::as_str) {
-                f(text);
-            }
-            match kind {
-                Some("tool_result") => {
-                    if let Some(inner) = items.field("content") {
-                        content_text(inner, f);
-                    }
-                }
-                Some("tool_use") => {
-                    if let Some(input) = items.field("input") {
-                        string_leaves(input, f);
-                    }
-                }
-                _ => {}
-            }
-        }
-        _ => {}
-    }
-}
-
-fn string_leaves<'a>(value: ValueRef<'a>, f: &mut impl FnMut(&'a str)) {
+fn write_json(out: &mut String, value: ValueRef<'_>, item_sep: &str, key_sep: &str) {
     match value.get() {
-        Value::Str(s) => f(s),
-        Value::List(items) => items.values().for_each(|v| string_leaves(v, f)),
-        Value::Dict(items) => items.entries().for_each(|(_, v)| string_leaves(v, f)),
-        _ => {}
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if b { "true" } else { "false" }),
+        Value::Int(i) => out.push_str(&i.to_string()),
+        Value::BigInt(s) => out.push_str(s),
+        Value::Float(f) => out.push_str(&serde_json::Value::from(f).to_string()),
+        Value::Str(s) => write_json_str(out, s),
+        Value::List(items) => {
+            out.push('[');
+            for (i, v) in items.values().enumerate() {
+                if i > 0 {
+                    out.push_str(item_sep);
+                }
+                write_json(out, v, item_sep, key_sep);
+            }
+            out.push(']');
+        }
+        Value::Dict(items) => {
+            out.push('{');
+            for (i, (k, v)) in items.entries().enumerate() {
+                if i > 0 {
+                    out.push_str(item_sep);
+                }
+                write_json_str(out, k);
+                out.push_str(key_sep);
+                write_json(out, v, item_sep, key_sep);
+            }
+            out.push('}');
+        }
     }
+}
+
+/// Write a string as a JSON string literal.
+pub fn write_json_str(out: &mut String, s: &str) {
+    out.push_str(&serde_json::to_string(s).unwrap_or_default());
 }
 
 #[cfg(test)]
@@ -482,40 +474,5 @@ mod tests {
         let mut buf = Vec::new();
         Encoder::new(&mut buf).str(&text);
         assert_eq!(ValueRef::new(&buf).as_str(), Some(text.as_str()));
-    }
-
-    #[test]
-    fn text_of_blocks_covers_text_tool_results_and_tool_use_inputs() {
-        let mut buf = Vec::new();
-        let mut e = Encoder::new(&mut buf);
-        let d = e.open_dict(1);
-        e.key("content");
-        let l = e.open_list(3);
-        let b1 = e.open_dict(2);
-        e.key("type");
-        e.str("text");
-        e.key("text");
-        e.str("alpha");
-        e.close(b1);
-        let b2 = e.open_dict(2);
-        e.key("type");
-        e.str("tool_result");
-        e.key("content");
-        e.str("beta");
-        e.close(b2);
-        let b3 = e.open_dict(2);
-        e.key("type");
-        e.str("tool_use");
-        e.key("input");
-        let i = e.open_dict(1);
-        e.key("q");
-        e.str("gamma");
-        e.close(i);
-        e.close(b3);
-        e.close(l);
-        e.close(d);
-        let mut seen = Vec::new();
-        for_each_text(ValueRef::new(&buf), &mut |s| seen.push(s));
-        assert_eq!(seen, ["alpha", "beta", "gamma"]);
     }
 }

@@ -1,6 +1,7 @@
-//! `memci._core.BatchPipeline` and `JsonlRun`: the batch pipeline from Python. Steps arrive as
-//! tuples built by `memci.batch` from the `memci.ops` configs (already checked there); inputs are
-//! converted with the GIL held, processed on the pipeline's thread pool with it released.
+//! `memci._core.BatchPipeline` and `JsonlRun`: the batch pipeline from Python. Steps are the
+//! `memci.ops` configs themselves (and `memci.batch.CountTokens`), read by the one conversion of
+//! `python/config.rs`; inputs are converted with the GIL held and processed on the pipeline's
+//! thread pool with it released.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,69 +16,39 @@ use rayon::prelude::*;
 use crate::core::batch::jsonl::JsonlRun as CoreRun;
 use crate::core::batch::record::{Bad, process};
 use crate::core::batch::{Format, Kept, Outcome, Pipeline, REMOVING_STEPS, Step, Totals};
+use crate::core::config::Encoding;
 use crate::core::error::Error;
-use crate::core::store::{Conditions, Cuts, Incoming};
-use crate::core::trim::{Budget, Roles, Strategy};
+use crate::core::store::Incoming;
 use crate::core::value::ValueRef;
+use crate::python::config::{Described, Operation, named};
 use crate::python::convert::{incoming, to_py};
-use crate::python::store::roles;
-use crate::python::tokens::encoding;
 
 fn invalid(text: String) -> PyErr {
     Error::InvalidOperation(text).into()
 }
 
-/// One step from its tuple (see `memci.batch._step_tuple`).
-fn step(t: &Bound<'_, PyTuple>) -> PyResult<Step> {
-    let name: String = t.get_item(0)?.extract()?;
-    let arg = |i: usize| t.get_item(i);
-    Ok(match name.as_str() {
-        "sanitize" => Step::Sanitize,
-        "trim_to_tokens" => {
-            let e = encoding(&arg(7)?.extract::<String>()?)?;
-            let strategy = match arg(2)?.extract::<String>()?.as_str() {
-                "last" => Strategy::Last,
-                "first" => Strategy::First,
-                other => {
-                    return Err(invalid(format!(
-                        "trim_to_tokens: strategy must be 'first' or 'last', got {other:?}"
-                    )));
-                }
-            };
-            Step::TrimToTokens {
-                budget: Budget {
-                    max_tokens: arg(1)?.extract()?,
-                    strategy,
-                    keep_system: arg(3)?.extract()?,
-                    start_on: Roles::of(&roles(arg(4)?.extract()?, "trim_to_tokens: start_on")?),
-                    end_on: Roles::of(&roles(arg(5)?.extract()?, "trim_to_tokens: end_on")?),
-                    allow_partial: arg(6)?.extract()?,
-                    priming: e.priming(),
-                },
-                encoding: e,
-            }
+/// One step from its config: sanitize, count_tokens, or an operation the store runs that removes
+/// messages (truncate, filter, clear, trim_to_tokens).
+fn step(config: &Bound<'_, PyAny>) -> PyResult<Step> {
+    let name: String = config.getattr("name")?.extract()?;
+    match name.as_str() {
+        "sanitize" => return Ok(Step::Sanitize),
+        "count_tokens" => {
+            let encoding: Encoding = named(&config.getattr("encoding")?, "count_tokens: encoding")?;
+            return Ok(Step::CountTokens(encoding));
         }
-        "truncate" => {
-            let role: Option<String> = arg(6)?.extract()?;
-            Step::Truncate(Cuts {
-                keep_first: arg(1)?.extract()?,
-                keep_last: arg(2)?.extract()?,
-                remove_first: arg(3)?.extract()?,
-                remove_last: arg(4)?.extract()?,
-                range: arg(5)?.extract()?,
-                role: roles(role.map(|r| vec![r]), "truncate: role")?.first().copied(),
-            })
+        _ => {}
+    }
+    Ok(match Described::of(config)?.operation {
+        Operation::TrimToTokens(budget) => Step::TrimToTokens(budget),
+        Operation::Truncate(cuts) => Step::Truncate(cuts),
+        Operation::Filter(conditions) => Step::Filter(conditions),
+        Operation::Clear { keep_system } => Step::Clear { keep_system },
+        _ => {
+            return Err(invalid(format!(
+                "batch: {name} is not a batch step (steps: sanitize, trim_to_tokens, truncate, filter, clear, count_tokens)"
+            )));
         }
-        "filter" => Step::Filter(Conditions {
-            roles: roles(arg(1)?.extract()?, "filter: roles")?,
-            contains: arg(2)?.extract::<Option<Vec<String>>>()?.unwrap_or_default(),
-            excludes: arg(3)?.extract::<Option<Vec<String>>>()?.unwrap_or_default(),
-        }),
-        "clear" => Step::Clear {
-            keep_system: arg(1)?.extract()?,
-        },
-        "count_tokens" => Step::CountTokens(encoding(&arg(1)?.extract::<String>()?)?),
-        other => return Err(invalid(format!("batch: unknown step {other:?}"))),
     })
 }
 
@@ -110,11 +81,11 @@ pub struct BatchPipeline {
 
 #[pymethods]
 impl BatchPipeline {
-    /// A pipeline of step tuples over messages in `format`, run on `workers` threads (None: one
+    /// A pipeline of step configs over messages in `format`, run on `workers` threads (None: one
     /// per core).
     #[new]
     #[pyo3(signature = (steps, format = "chat", workers = None))]
-    fn new(steps: Vec<Bound<'_, PyTuple>>, format: &str, workers: Option<usize>) -> PyResult<Self> {
+    fn new(steps: Vec<Bound<'_, PyAny>>, format: &str, workers: Option<usize>) -> PyResult<Self> {
         let steps = steps.iter().map(step).collect::<PyResult<Vec<_>>>()?;
         let pipeline = Pipeline::new(steps, Format::parse(format)?)?;
         let pool = rayon::ThreadPoolBuilder::new()

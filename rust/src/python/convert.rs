@@ -10,6 +10,8 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use crate::core::arena::{Arena, NodeId};
 use crate::core::error::Error;
+use std::ops::Range;
+
 use crate::core::store::Incoming;
 use crate::core::value::{Encoder, Value, ValueRef, WELL_KNOWN_KEYS};
 
@@ -169,6 +171,56 @@ pub fn add_message(obj: &Bound<'_, PyAny>, incoming: &mut Incoming, path: &dyn F
 /// in errors (`messages[3]`).
 pub fn encode_value(obj: &Bound<'_, PyAny>, buf: &mut Vec<u8>, path: &str) -> Result<(), Error> {
     encode(obj, &mut Encoder::new(buf), 0).map_err(|f| f.into_error(path))
+}
+
+/// Messages encoded one after another into one buffer, without the message rules (for counting
+/// and reading texts), ready to read without the GIL.
+#[derive(Default)]
+pub struct Encoded {
+    bytes: Vec<u8>,
+    spans: Vec<Range<usize>>,
+}
+
+impl Encoded {
+    /// Encode one message dict (not checked against the message rules).
+    pub fn add(&mut self, obj: &Bound<'_, PyAny>, path: &dyn Fn() -> String) -> Result<(), Error> {
+        if !obj.is_instance_of::<PyDict>() {
+            let kind = type_name(obj);
+            return Err(Error::message(path(), format!("a message must be a dict, got {kind}")));
+        }
+        let start = self.bytes.len();
+        encode_value(obj, &mut self.bytes, &path())?;
+        self.spans.push(start..self.bytes.len());
+        Ok(())
+    }
+
+    /// Encode each message dict of a list or tuple.
+    pub fn of_list(messages: &Bound<'_, PyAny>) -> Result<Self, Error> {
+        let mut out = Self::default();
+        let items: Vec<Bound<'_, PyAny>> = if let Ok(list) = messages.cast::<PyList>() {
+            list.iter().collect()
+        } else if let Ok(tuple) = messages.cast::<PyTuple>() {
+            tuple.iter().collect()
+        } else {
+            return Err(Error::message("messages", "expected a list of message dicts"));
+        };
+        for (i, m) in items.iter().enumerate() {
+            out.add(m, &|| format!("messages[{i}]"))?;
+        }
+        Ok(out)
+    }
+
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    pub fn message(&self, i: usize) -> ValueRef<'_> {
+        ValueRef::new(&self.bytes[self.spans[i].clone()])
+    }
 }
 
 /// Encode a message or a list of messages (all-or-nothing: the caller stores nothing on error).

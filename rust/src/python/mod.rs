@@ -2,6 +2,7 @@
 //! lock without blocking the GIL, maps errors to `memci.errors`, and delegates everything else.
 
 pub mod batch;
+pub mod config;
 pub mod convert;
 pub mod decoded;
 pub mod errors;
@@ -10,6 +11,7 @@ pub mod pages;
 pub mod pairs;
 pub mod search;
 pub mod store;
+pub mod text;
 pub mod tokens;
 pub mod trim;
 

@@ -9,8 +9,7 @@ use pyo3::types::PyList;
 
 use crate::core::error::Error;
 use crate::core::pages::{PageIndex, Window};
-use crate::core::store::message_text;
-use crate::core::value::ValueRef;
+use crate::core::text::message_text;
 use crate::python::convert::{decode_ids, incoming};
 use crate::python::lock;
 
@@ -86,6 +85,22 @@ impl PageWindow {
         decode_ids(py, window.arena(), ids)
     }
 
+    /// The messages of an active page and the searchable text of each, read under one lock: what
+    /// archiving the page needs (the summarizer's page, the search index's text).
+    fn page_texts<'py>(&self, py: Python<'py>, index: i64) -> PyResult<(Bound<'py, PyList>, Vec<String>)> {
+        let index = page_index(index)?;
+        let window = lock::read(py, &self.inner);
+        let ids = window
+            .page_ids(index)
+            .ok_or_else(|| Error::InvalidOperation(format!("page {index} is not in the window")))?;
+        let mut buf = String::new();
+        let texts = ids
+            .iter()
+            .map(|&id| message_text(window.arena().message(id), &mut buf).to_owned())
+            .collect();
+        Ok((decode_ids(py, window.arena(), ids)?, texts))
+    }
+
     /// The indices of the active pages, oldest first.
     fn page_indices(&self, py: Python<'_>) -> Vec<PageIndex> {
         lock::read(py, &self.inner).active().iter().map(|p| p.index).collect()
@@ -112,21 +127,4 @@ impl PageWindow {
     fn next_index(&self, py: Python<'_>) -> PageIndex {
         lock::read(py, &self.inner).next_index()
     }
-
-    /// Nodes the arena holds (the window's, plus detached ones not yet compacted away).
-    fn stored_nodes(&self, py: Python<'_>) -> usize {
-        lock::read(py, &self.inner).arena().len()
-    }
-}
-
-/// The searchable text of each message (see `docs/message-array.md`): its string content, or the
-/// text of its blocks joined by newlines. Messages are checked like any stored message.
-#[pyfunction]
-pub fn message_texts(messages: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
-    let incoming = incoming(messages)?;
-    let mut buf = String::new();
-    Ok(incoming
-        .messages()
-        .map(|(bytes, _)| message_text(ValueRef::new(bytes), &mut buf).to_owned())
-        .collect())
 }

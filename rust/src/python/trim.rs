@@ -3,15 +3,17 @@
 //! locked (it may use the array itself): the messages are read, counted, the trim planned, and
 //! applied only if the visible list is still the one planned on (otherwise it starts over).
 
+use parking_lot::RwLock;
 use pyo3::prelude::*;
 use pyo3::types::PyInt;
 
+use crate::core::config::Budget;
 use crate::core::error::Error;
-use crate::core::trim::{Budget, Roles, Strategy, partial, select};
+use crate::core::store::Store;
+use crate::core::trim::{partial, select};
 use crate::core::value::ValueRef;
 use crate::python::convert::to_py;
-use crate::python::store::{MessageStore, roles};
-use crate::python::tokens::encoding;
+use crate::python::lock;
 
 /// A Python counter is retried this many times when the array keeps changing under it.
 const ATTEMPTS: usize = 8;
@@ -33,55 +35,30 @@ fn call_counter(counter: &Bound<'_, PyAny>, message: Bound<'_, PyAny>, place: &d
     .into())
 }
 
-#[allow(clippy::too_many_arguments, clippy::fn_params_excessive_bools)]
+/// TRIM TO TOKENS on the store behind `store`: counted in `budget.encoding` (under one lock,
+/// the GIL released), or by `counter`.
 pub fn trim_to_tokens(
-    store: &MessageStore,
+    store: &RwLock<Store>,
     py: Python<'_>,
+    budget: &Budget,
     description: String,
-    max_tokens: u64,
-    strategy: &str,
-    keep_system: bool,
-    start_on: Option<Vec<String>>,
-    end_on: Option<Vec<String>>,
-    allow_partial: bool,
-    encoding_name: &str,
     counter: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
-    let strategy = match strategy {
-        "last" => Strategy::Last,
-        "first" => Strategy::First,
-        other => {
-            return Err(Error::InvalidOperation(format!(
-                "trim_to_tokens: strategy must be 'first' or 'last', got {other:?}"
-            ))
-            .into());
-        }
-    };
-    let e = encoding(encoding_name)?;
-    let mut budget = Budget {
-        max_tokens,
-        strategy,
-        keep_system,
-        start_on: Roles::of(&roles(start_on, "trim_to_tokens: start_on")?),
-        end_on: Roles::of(&roles(end_on, "trim_to_tokens: end_on")?),
-        allow_partial,
-        priming: e.priming(),
-    };
     let Some(counter) = counter else {
-        py.detach(|| store.inner.write().trim_to_tokens(&budget, e, description));
+        py.detach(|| store.write().trim_to_tokens(budget, description));
         return Ok(());
     };
-    budget.priming = 0;
+    let strategy = budget.strategy;
     for _ in 0..ATTEMPTS {
-        let visible = store.read(py).visible().clone();
+        let visible = lock::read(py, store).visible().clone();
         let mut counts = Vec::with_capacity(visible.len());
         for (i, &id) in visible.iter().enumerate() {
-            let message = to_py(py, store.read(py).arena().message(id))?;
+            let message = to_py(py, lock::read(py, store).arena().message(id))?;
             counts.push(call_counter(counter, message, &|| format!("message {i}"))?);
         }
         let (selection, candidate) = {
-            let s = store.read(py);
-            let selection = select(&visible, s.arena(), &budget, &mut |pos| counts[pos]);
+            let s = lock::read(py, store);
+            let selection = select(&visible, s.arena(), budget, 0, &mut |pos| counts[pos]);
             let bytes = selection
                 .candidate
                 .map(|(pos, _)| s.arena().message(visible[pos]).bytes().to_vec());
@@ -93,10 +70,7 @@ pub fn trim_to_tokens(
             })?,
             _ => None,
         };
-        if store
-            .write(py)
-            .apply_trim(&visible, &selection, cut, &budget, description.clone())
-        {
+        if lock::write(py, store).apply_trim(&visible, &selection, cut, budget, description.clone()) {
             return Ok(());
         }
     }

@@ -10,10 +10,10 @@
 pub mod jsonl;
 pub mod record;
 
+use crate::core::config::{Budget, Conditions, Cuts, Encoding};
 use crate::core::error::{Error, Result};
-use crate::core::store::{Conditions, Cuts, Incoming, Store};
-use crate::core::tokens::Encoding;
-use crate::core::trim::{Budget, exact_cut, select};
+use crate::core::store::{Incoming, Store};
+use crate::core::trim::{exact_cut, select};
 
 /// The wire format the messages of a dataset are in. Each format brings its own message rules;
 /// chat and Anthropic messages are both accepted by the store's rules (Anthropic blocks live in
@@ -53,10 +53,7 @@ impl Format {
 #[derive(Debug, Clone)]
 pub enum Step {
     Sanitize,
-    TrimToTokens {
-        budget: Budget,
-        encoding: Encoding,
-    },
+    TrimToTokens(Budget),
     Truncate(Cuts),
     Filter(Conditions),
     Clear {
@@ -74,7 +71,7 @@ impl Step {
     fn removing(&self) -> Option<usize> {
         match self {
             Step::Sanitize => Some(0),
-            Step::TrimToTokens { .. } => Some(1),
+            Step::TrimToTokens(_) => Some(1),
             Step::Truncate(_) => Some(2),
             Step::Filter(_) => Some(3),
             Step::Clear { .. } => Some(4),
@@ -165,20 +162,13 @@ pub struct Pipeline {
 impl Pipeline {
     /// A pipeline; a truncate without any cut is refused here, once, not per conversation.
     pub fn new(steps: Vec<Step>, format: Format) -> Result<Self> {
-        for step in &steps {
-            if let Step::Truncate(cuts) = step
-                && cuts.keep_first.is_none()
-                && cuts.keep_last.is_none()
-                && cuts.remove_first.is_none()
-                && cuts.remove_last.is_none()
-                && cuts.range.is_none()
-                && cuts.role.is_none()
-            {
-                return Err(Error::InvalidOperation(
-                    "truncate: give at least one of keep_first, keep_last, remove_first, remove_last, range, role"
-                        .into(),
-                ));
-            }
+        if steps
+            .iter()
+            .any(|s| matches!(s, Step::Truncate(cuts) if cuts.is_empty()))
+        {
+            return Err(Error::InvalidOperation(
+                "truncate: give at least one of keep_first, keep_last, remove_first, remove_last, range, role".into(),
+            ));
         }
         Ok(Self { steps, format })
     }
@@ -198,7 +188,7 @@ impl Pipeline {
                 Step::Sanitize => {
                     store.sanitize(String::new());
                 }
-                Step::TrimToTokens { budget, encoding } => trim(&mut store, budget, *encoding),
+                Step::TrimToTokens(budget) => trim(&mut store, budget),
                 Step::Truncate(cuts) => {
                     // Cannot fail: `Pipeline::new` refused a truncate without cuts.
                     let _ = store.truncate(cuts, String::new());
@@ -230,21 +220,22 @@ impl Pipeline {
 /// TRIM TO TOKENS as `Store::trim_to_tokens` does it, counting each message only when the plan
 /// looks at it (the store's own trim counts ahead in windows, which pays on a long history kept in
 /// memory but would tokenize text a batch throws away).
-fn trim(store: &mut Store, budget: &Budget, encoding: Encoding) {
+fn trim(store: &mut Store, budget: &Budget) {
+    let encoding = budget.encoding;
     let visible = store.visible().clone();
     let (arena, counts) = (&store.arena, &mut store.token_counts);
-    let selection = select(&visible, arena, budget, &mut |pos| {
+    let selection = select(&visible, arena, budget, encoding.priming(), &mut |pos| {
         counts.count(arena, encoding, visible[pos])
     });
-    let cut = exact_cut(&store.arena, &visible, &selection, budget, encoding);
+    let cut = exact_cut(&store.arena, &visible, &selection, budget);
     store.apply_trim(&visible, &selection, cut, budget, String::new());
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::config::{Roles, Strategy};
     use crate::core::roles::Role;
-    use crate::core::trim::{Roles, Strategy};
 
     fn incoming(messages: &[&str]) -> Incoming {
         let mut incoming = Incoming::default();
@@ -301,16 +292,10 @@ mod tests {
             start_on: Roles::of(&[Role::User]),
             end_on: Roles::default(),
             allow_partial: false,
-            priming: Encoding::O200kBase.priming(),
+            encoding: Encoding::O200kBase,
         };
         let pipeline = Pipeline::new(
-            vec![
-                Step::TrimToTokens {
-                    budget,
-                    encoding: Encoding::O200kBase,
-                },
-                Step::CountTokens(Encoding::O200kBase),
-            ],
+            vec![Step::TrimToTokens(budget), Step::CountTokens(Encoding::O200kBase)],
             Format::Chat,
         )
         .unwrap();

@@ -10,9 +10,8 @@ use serde_json::value::RawValue;
 
 use crate::core::batch::{Kept, Outcome, Pipeline};
 use crate::core::error::Error;
-use crate::core::json::write_value;
 use crate::core::store::Incoming;
-use crate::core::value::ValueRef;
+use crate::core::value::{ValueRef, write_value};
 
 /// A record that cannot be processed: where (`messages[3].tool_calls[0]`, empty for the record
 /// itself) and why.

@@ -1,0 +1,307 @@
+//! The one conversion of each config value from Python, and the one wording of each fault.
+//!
+//! [`Role`], [`Strategy`] and [`Encoding`] convert with `FromPyObject`; a list of roles (or one
+//! role name) with [`roles`]; the configs of `memci.ops` are read straight from their attributes
+//! ([`Operation`]). The `memci.ops` configs check the shape of their fields when they are built
+//! (counts, flags, lists of str, and the role names of `Truncate.role` and `Filter.roles`); the
+//! names a config does not check (`TrimToTokens.start_on`, `end_on`, `encoding`) and every
+//! role, strategy or encoding given to a method are checked here, once. A fault is worded the
+//! same wherever it comes from, named by its place (`"by_role: role"`):
+//!
+//! - `{place} must be a str, got {value!r}`;
+//! - `{place}: unknown role 'bot'; expected one of system, developer, user, assistant, tool`;
+//! - `{place}: unknown encoding "nope": expected o200k_base, cl100k_base, approximate or ...`;
+//! - `{place} must be 'first' or 'last', got {value!r}`.
+
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedStr;
+use pyo3::types::{PyBool, PyInt, PyString};
+
+use crate::core::config::{Budget, Conditions, Cuts, Encoding, Role, Roles, Strategy};
+use crate::core::error::Error;
+use crate::core::store::Incoming;
+use crate::python::convert::incoming;
+
+/// What is wrong with a value, before it is known where the value came from.
+#[derive(Debug)]
+pub enum Fault {
+    /// The value is not of the expected kind: what it must be, and its repr.
+    Kind { expected: &'static str, got: String },
+    /// The value is of the right kind but not a known one.
+    Unknown(String),
+}
+
+impl Fault {
+    /// The error naming `place` (`"recent: role"`).
+    pub fn at(self, place: &str) -> Error {
+        Error::InvalidOperation(match self {
+            Fault::Kind { expected, got } => format!("{place} must be {expected}, got {got}"),
+            Fault::Unknown(text) => format!("{place}: {text}"),
+        })
+    }
+
+    fn kind(expected: &'static str, obj: Borrowed<'_, '_, PyAny>) -> Self {
+        Fault::Kind {
+            expected,
+            got: repr(&obj),
+        }
+    }
+}
+
+impl From<Fault> for PyErr {
+    fn from(fault: Fault) -> PyErr {
+        fault.at("value").into()
+    }
+}
+
+/// `repr(obj)`, or `"?"` if its `__repr__` raises.
+fn repr(obj: &Bound<'_, PyAny>) -> String {
+    obj.repr().map_or_else(|_| "?".into(), |r| r.to_string())
+}
+
+/// `obj` as a `T`, a fault named by `place`.
+pub fn named<'py, T>(obj: &Bound<'py, PyAny>, place: &str) -> Result<T, Error>
+where
+    T: for<'a> FromPyObject<'a, 'py, Error = Fault>,
+{
+    obj.extract::<T>().map_err(|fault| fault.at(place))
+}
+
+/// `obj` as a `T` when it is not None.
+pub fn optional<'py, T>(obj: Option<&Bound<'py, PyAny>>, place: &str) -> Result<Option<T>, Error>
+where
+    T: for<'a> FromPyObject<'a, 'py, Error = Fault>,
+{
+    obj.filter(|o| !o.is_none()).map(|o| named(o, place)).transpose()
+}
+
+/// The text of a str (a `StrEnum` member too), or the fault for anything else.
+fn text(obj: Borrowed<'_, '_, PyAny>) -> Result<PyBackedStr, Fault> {
+    obj.cast::<PyString>()
+        .ok()
+        .and_then(|s| PyBackedStr::try_from(s.to_owned()).ok())
+        .ok_or_else(|| Fault::kind("a str", obj))
+}
+
+/// The roles, as Python lists them.
+const ROLE_NAMES: &str = "system, developer, user, assistant, tool";
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Role {
+    type Error = Fault;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Fault> {
+        let name = text(obj)?;
+        Role::parse(&name).ok_or_else(|| {
+            let shown = obj.repr().map_or_else(|_| format!("{:?}", &*name), |r| r.to_string());
+            Fault::Unknown(format!("unknown role {shown}; expected one of {ROLE_NAMES}"))
+        })
+    }
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Strategy {
+    type Error = Fault;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Fault> {
+        text(obj)
+            .ok()
+            .and_then(|name| Strategy::parse(&name))
+            .ok_or_else(|| Fault::kind("'first' or 'last'", obj))
+    }
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Encoding {
+    type Error = Fault;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Fault> {
+        let name = text(obj)?;
+        Encoding::parse(&name).map_err(|e| Fault::Unknown(e.to_string()))
+    }
+}
+
+/// LangChain's message types, accepted for the roles a trim starts and ends on.
+fn langchain_alias(item: &Bound<'_, PyAny>) -> Option<Role> {
+    match item.cast::<PyString>().ok()?.to_str().ok()? {
+        "human" => Some(Role::User),
+        "ai" => Some(Role::Assistant),
+        _ => None,
+    }
+}
+
+/// Roles given as one role name or any iterable of them (None: not given; each role counted
+/// once). `aliases`: LangChain's `human` and `ai` are `user` and `assistant`. An item is named
+/// `{place}[i]`, a bare name too (it is a list of one).
+pub fn roles(obj: Option<&Bound<'_, PyAny>>, place: &str, aliases: bool) -> Result<Vec<Role>, Error> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(Vec::new());
+    };
+    let items: Vec<Bound<'_, PyAny>> = if obj.is_instance_of::<PyString>() {
+        vec![obj.clone()]
+    } else {
+        let not_a_list = || Fault::kind("a role or a list of roles", obj.as_borrowed()).at(place);
+        if obj.is_instance_of::<pyo3::types::PyBytes>() || obj.is_instance_of::<pyo3::types::PyDict>() {
+            return Err(not_a_list());
+        }
+        let iter = obj.try_iter().map_err(|_| not_a_list())?;
+        iter.collect::<PyResult<_>>().map_err(|_| not_a_list())?
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let role = match aliases.then(|| langchain_alias(item)).flatten() {
+            Some(role) => role,
+            None => named::<Role>(item, &format!("{place}[{i}]"))?,
+        };
+        if !out.contains(&role) {
+            out.push(role);
+        }
+    }
+    Ok(out)
+}
+
+/// A count or position: any Python int, saturated to the `usize` range (a count larger than any
+/// array acts like a large count). `memci.ops` refuses negatives and non-ints; so does this.
+pub fn count(obj: &Bound<'_, PyAny>, place: &str) -> Result<usize, Error> {
+    let refused = || Fault::kind("a non-negative int", obj.as_borrowed()).at(place);
+    if obj.is_instance_of::<PyBool>() {
+        return Err(refused());
+    }
+    if let Ok(v) = obj.extract::<usize>() {
+        return Ok(v);
+    }
+    let int = obj.cast::<PyInt>().map_err(|_| refused())?;
+    if int.lt(0).unwrap_or(true) {
+        return Err(refused());
+    }
+    Ok(usize::MAX)
+}
+
+/// An index that may count from the end: any Python int, saturated to the `i64` range (out of
+/// range either way, and reported as such).
+pub fn index(obj: &Bound<'_, PyAny>, place: &str) -> Result<i64, Error> {
+    let refused = || Fault::kind("an int", obj.as_borrowed()).at(place);
+    if obj.is_instance_of::<PyBool>() {
+        return Err(refused());
+    }
+    if let Ok(v) = obj.extract::<i64>() {
+        return Ok(v);
+    }
+    let int = obj.cast::<PyInt>().map_err(|_| refused())?;
+    Ok(if int.lt(0).unwrap_or(false) { i64::MIN } else { i64::MAX })
+}
+
+/// A bool field.
+fn flag(obj: &Bound<'_, PyAny>, place: &str) -> Result<bool, Error> {
+    obj.cast::<PyBool>()
+        .map(pyo3::types::PyBoolMethods::is_true)
+        .map_err(|_| Fault::kind("a bool", obj.as_borrowed()).at(place))
+}
+
+/// A list of str (a bare str is a list of one; None: not given).
+fn strings(obj: &Bound<'_, PyAny>, place: &str) -> Result<Vec<String>, Error> {
+    if obj.is_none() {
+        return Ok(Vec::new());
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(vec![
+            s.to_cow()
+                .map_err(|e| Error::InvalidOperation(format!("{place}: {e}")))?
+                .into_owned(),
+        ]);
+    }
+    obj.extract::<Vec<String>>()
+        .map_err(|_| Fault::kind("a list of str", obj.as_borrowed()).at(place))
+}
+
+/// An operation config of `memci.ops`, read from its attributes (its `name` says which it is).
+pub enum Operation {
+    Append(Incoming),
+    Insert { position: usize, messages: Incoming },
+    Replace { index: i64, message: Incoming },
+    Truncate(Cuts),
+    Clear { keep_system: bool },
+    Filter(Conditions),
+    Rollback { batch_index: i64 },
+    Checkpoint,
+    TrimToTokens(Budget),
+}
+
+/// An operation and the text its batch snapshot carries (its `describe()`).
+pub struct Described {
+    pub operation: Operation,
+    pub description: String,
+}
+
+impl Described {
+    /// Read a `memci.ops` config. O(size of its messages).
+    pub fn of(op: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let name: String = op.getattr("name")?.extract()?;
+        let field = |f: &str| op.getattr(f);
+        let place = |f: &str| format!("{name}: {f}");
+        let operation = match name.as_str() {
+            "append" => Operation::Append(incoming(&field("messages")?)?),
+            "insert" => Operation::Insert {
+                position: count(&field("position")?, &place("position"))?,
+                messages: incoming(&field("messages")?)?,
+            },
+            "replace" => {
+                let message = incoming(&field("message")?)?;
+                if message.len() != 1 {
+                    return Err(Error::message("message", "replace takes exactly one message dict").into());
+                }
+                Operation::Replace {
+                    index: index(&field("index")?, &place("index"))?,
+                    message,
+                }
+            }
+            "truncate" => {
+                let opt = |f: &str| -> Result<Option<usize>, Error> {
+                    let v = op.getattr(f).map_err(|e| Error::InvalidOperation(e.to_string()))?;
+                    if v.is_none() {
+                        Ok(None)
+                    } else {
+                        count(&v, &place(f)).map(Some)
+                    }
+                };
+                let range = field("range")?;
+                Operation::Truncate(Cuts {
+                    keep_first: opt("keep_first")?,
+                    keep_last: opt("keep_last")?,
+                    remove_first: opt("remove_first")?,
+                    remove_last: opt("remove_last")?,
+                    range: if range.is_none() {
+                        None
+                    } else {
+                        let (start, end): (Bound<'_, PyAny>, Bound<'_, PyAny>) = range.extract()?;
+                        Some((count(&start, &place("range.start"))?, count(&end, &place("range.end"))?))
+                    },
+                    role: optional(Some(&field("role")?), &place("role"))?,
+                })
+            }
+            "clear" => Operation::Clear {
+                keep_system: flag(&field("keep_system")?, &place("keep_system"))?,
+            },
+            "filter" => Operation::Filter(Conditions {
+                roles: roles(Some(&field("roles")?), &place("roles"), false)?,
+                contains: strings(&field("content_contains")?, &place("content_contains"))?,
+                excludes: strings(&field("content_excludes")?, &place("content_excludes"))?,
+            }),
+            "rollback" => Operation::Rollback {
+                batch_index: index(&field("batch_index")?, &place("batch_index"))?,
+            },
+            "checkpoint" => Operation::Checkpoint,
+            "trim_to_tokens" => Operation::TrimToTokens(Budget {
+                max_tokens: count(&field("max_tokens")?, &place("max_tokens"))? as u64,
+                strategy: named(&field("strategy")?, &place("strategy"))?,
+                keep_system: flag(&field("keep_system")?, &place("keep_system"))?,
+                start_on: Roles::of(&roles(Some(&field("start_on")?), &place("start_on"), true)?),
+                end_on: Roles::of(&roles(Some(&field("end_on")?), &place("end_on"), true)?),
+                allow_partial: flag(&field("allow_partial")?, &place("allow_partial"))?,
+                encoding: named(&field("encoding")?, &place("encoding"))?,
+            }),
+            other => {
+                return Err(Error::InvalidOperation(format!("{other}: not an operation the store runs")).into());
+            }
+        };
+        let description = op.call_method0("describe")?.extract()?;
+        Ok(Self { operation, description })
+    }
+}
