@@ -57,27 +57,35 @@ def _copy_list(value: list[Any]) -> list[Any]:
 
 
 def text_of(message: Message) -> str:
-    """The text FILTER searches (memci's rule): the string content, or the text pieces of its
-    blocks joined by newlines (text blocks, tool results, the strings inside tool-use inputs)."""
+    """The text FILTER searches (memci's rule): what the message says (the string content, or the
+    text pieces of its blocks: text blocks, tool results), then the tools it calls (a tool-use
+    block's name and the strings inside its input; a tool call's name and arguments), joined by
+    newlines."""
     content = message.get("content")
-    if type(content) is str:
+    calls = message.get("tool_calls")
+    if type(content) is str and not calls:
         return content
-    if not content:
-        return ""
     pieces: list[str] = []
-    for block in content:
+    if type(content) is str:
+        pieces.append(content)
+    for block in content if type(content) is list else ():
         if type(block) is str:
             pieces.append(block)
-        elif block.get("type") == "tool_result":
+            continue
+        if type(block.get("text")) is str:
+            pieces.append(block["text"])
+        if block.get("type") == "tool_result":
             inner = block.get("content")
             if type(inner) is str:
                 pieces.append(inner)
             else:
                 pieces.extend(b["text"] for b in inner or () if type(b) is dict and type(b.get("text")) is str)
         elif block.get("type") == "tool_use":
+            pieces.append(block.get("name") or "")
             _strings(block.get("input"), pieces)
-        elif type(block.get("text")) is str:
-            pieces.append(block["text"])
+    for call in calls or ():
+        function = call["function"]
+        pieces += (function["name"], function["arguments"])
     return "\n".join(pieces)
 
 
@@ -200,7 +208,7 @@ class PyMessageArray:
                 continue
             if contains or excludes:
                 text = m["content"]
-                if type(text) is not str:
+                if type(text) is not str or "tool_calls" in m:
                     text = text_of(m)
                 if contains and not any(k in text for k in contains):
                     continue

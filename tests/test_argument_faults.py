@@ -4,6 +4,7 @@ nothing (docs/message-array.md, "Errors")."""
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Callable
 from typing import Any
@@ -132,3 +133,28 @@ def test_langchain_message_types_name_roles_where_a_trim_starts_and_ends() -> No
         ),
     ):
         by_alias.by_role("human")
+
+
+class Named(enum.StrEnum):
+    USER = "user"
+    BOGUS = "bogus"
+
+
+#: A StrEnum member is its value, in a query (Rust reads it) and in a config (memci.ops reads it).
+STR_ENUM_PLACES: list[tuple[str, Call]] = [
+    ("by_role: role", lambda a: a.by_role(Named.BOGUS)),
+    ("count: role", lambda a: a.count(Named.BOGUS)),
+    ("recent: role", lambda a: a.recent(1, role=Named.BOGUS)),
+    ("truncate: role", lambda a: a.truncate(role=Named.BOGUS)),
+    ("filter: roles[0]", lambda a: a.filter(roles=[Named.BOGUS])),
+    ("trim_to_tokens: start_on[0]", lambda a: a.trim_to_tokens(5, start_on=[Named.BOGUS])),
+]
+
+
+@pytest.mark.parametrize(("place", "call"), STR_ENUM_PLACES)
+def test_a_str_enum_role_is_read_and_shown_as_its_value(place: str, call: Call) -> None:
+    arr = MessageArray(numbered(2))
+    assert arr.by_role(Named.USER) == numbered(2)
+    assert arr.recent(5, roles=[Named.USER]) == numbered(2)
+    with pytest.raises(InvalidOperationError, match=_same_everywhere(place, ROLE_FAULT)):
+        call(arr)

@@ -3,13 +3,14 @@ the CJK tokenizer, replacement, snippets, and refusals."""
 
 from __future__ import annotations
 
+import memci
 import pytest
 import search_reference as ref
 from factories import run_together
 from hypothesis import given
 from hypothesis import strategies as st
-from memci import InvalidOperationError, MemciError, PageSearch, SearchHit, _core
-from memci.context.search import page_text
+from memci import InvalidOperationError, MemciError, PageSearch, SearchHit
+from memci.context.search import message_texts, page_text
 
 #: Words and characters chosen so that both tokenizers agree on them (Python's isalnum and Rust's
 #: is_alphanumeric differ on a few rare characters), CJK included.
@@ -178,7 +179,7 @@ def test_page_text_holds_the_summary_contents_blocks_and_tool_calls() -> None:
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "sunny"}]},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {"q": "雨"}}]},
     ]
-    text = page_text("weather question", _core.message_texts(messages))
+    text = page_text("weather question", message_texts(messages))
     for part in ("weather question", "东京明天天气", "get_weather", "21°C", "sunny", "雨"):
         assert part in text
     index = PageSearch()
@@ -240,3 +241,41 @@ def test_threads_adding_and_searching_at_once() -> None:
     assert len(index) == 399
     pages = {p: f"page{p} shared text {'数据' if p % 2 else ''}" for p in range(1, 400)}
     assert hits(index, "shared 数据 page7", 10) == ref.search(pages, "shared 数据 page7", 10)
+
+
+# ---- the text rule (the core's, shared with FILTER) ----------------------------------------------
+
+
+def test_every_format_gives_its_said_text_then_its_calls() -> None:
+    texts = message_texts(
+        [
+            {"role": "assistant", "content": "checking", "tool_calls": [call_of("get_weather", '{"city": "Paris"}')]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "lookup", "input": {"q": "雨"}}]},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "sunny"}]},
+            {"type": "function_call", "call_id": "c", "name": "get_weather", "arguments": '{"city": "Oslo"}'},
+            {"type": "function_call_output", "call_id": "c", "output": [{"type": "input_text", "text": "rain"}]},
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x/needle.png"}}]},
+        ]
+    )
+    assert texts == [
+        'checking\nget_weather\n{"city": "Paris"}',
+        "lookup\n雨",
+        "sunny",
+        'get_weather\n{"city": "Oslo"}',
+        "rain",
+        "",
+    ]
+
+
+def test_search_finds_an_archived_page_by_the_tool_it_called() -> None:
+    ctx = memci.ContextSystem("You are terse.", active_pages=1)
+    ctx.add({"role": "user", "content": "what is the weather?"})
+    ctx.add({"role": "assistant", "content": None, "tool_calls": [call_of("get_forecast", '{"city": "Reykjavik"}')]})
+    ctx.add({"role": "tool", "tool_call_id": "c1", "content": "cold"})
+    ctx.add({"role": "user", "content": "thanks"})  # page 1 is archived
+    assert [hit.page_index for hit in ctx.search("get_forecast")] == [1]
+    assert [hit.page_index for hit in ctx.search("Reykjavik")] == [1]
+
+
+def call_of(name: str, arguments: str) -> dict[str, object]:
+    return {"id": "c1", "type": "function", "function": {"name": name, "arguments": arguments}}

@@ -6,7 +6,7 @@ use crate::core::value::{Value, ValueRef};
 
 /// What the store records beside an accepted message.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Facts {
+pub struct Accepted {
     pub role: Role,
     /// The message's own numeric `timestamp` key, in seconds, if it has one.
     pub timestamp: Option<f64>,
@@ -43,7 +43,7 @@ fn kind(v: ValueRef<'_>) -> &'static str {
 const MILLISECONDS_ABOVE: f64 = 1e11;
 
 /// Check one encoded message.
-pub fn check(message: ValueRef<'_>) -> Result<Facts, Broken> {
+pub fn check(message: ValueRef<'_>) -> Result<Accepted, Broken> {
     let Some(fields) = message.as_dict() else {
         return Err(broken("", format!("a message must be a dict, got {}", kind(message))));
     };
@@ -123,7 +123,7 @@ pub fn check(message: ValueRef<'_>) -> Result<Facts, Broken> {
         _ => None,
     });
     let timestamp = timestamp.map(|t| if t > MILLISECONDS_ABOVE { t / 1000.0 } else { t });
-    Ok(Facts { role, timestamp })
+    Ok(Accepted { role, timestamp })
 }
 
 /// `tool_calls` must be None or a list of `{id, type, function: {name, arguments}}`; returns

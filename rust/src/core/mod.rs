@@ -6,7 +6,6 @@ pub mod batch;
 pub mod config;
 pub mod cow_vec;
 pub mod error;
-pub mod json;
 pub mod message;
 pub mod pages;
 pub mod pair_index;

@@ -1,21 +1,18 @@
-//! The pair scan on a [`Store`]'s visible messages, read straight from their stored encoding (no
-//! conversion, no GIL), and the sanitize batch that removes what it finds.
+//! What the pair scan finds, owned so it can leave the store's lock (the scan and the sanitize
+//! batch on a store are `core/store/sanitize.rs`).
 
-use crate::core::pairs::{self, Removal};
-use crate::core::roles::Role;
-use crate::core::snapshot::View;
-use crate::core::store::Store;
+use crate::core::pairs::Removal;
 
 /// A removal that owns its ids, so it can leave the store's lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
     /// The position in the visible list.
     pub index: usize,
-    /// [`pairs::Reason::code`].
+    /// [`crate::core::pairs::Reason::code`].
     pub code: &'static str,
-    /// [`pairs::Reason::ids`].
+    /// [`crate::core::pairs::Reason::ids`].
     pub ids: Vec<String>,
-    /// [`pairs::Reason::other`].
+    /// [`crate::core::pairs::Reason::other`].
     pub other: Option<usize>,
 }
 
@@ -30,54 +27,10 @@ impl Finding {
     }
 }
 
-impl Store {
-    /// What the sanitizer would remove from the visible messages, in order, with their roles.
-    /// O(n) over the pair index (plus reading the messages stored since the last scan).
-    pub fn pair_findings(&self) -> Vec<(Finding, Role)> {
-        let visible = self.visible();
-        let index = self.pairs.indexed(self.arena());
-        pairs::scan(&index.facts(visible.iter().copied(), visible.len()))
-            .iter()
-            .map(|r| (Finding::new(r), self.arena().role(visible[r.index])))
-            .collect()
-    }
-
-    /// Remove what the pair scan finds, as a new batch; when it finds nothing, no batch opens.
-    /// Returns the findings (positions before the removal). O(n).
-    pub fn sanitize(&mut self, description: String) -> Vec<(Finding, Role)> {
-        let findings = self.pair_findings();
-        if !findings.is_empty() {
-            let positions: Vec<usize> = findings.iter().map(|(f, _)| f.index).collect();
-            self.remove_positions(&positions, description);
-        }
-        findings
-    }
-
-    /// Hide the visible messages at `positions` (ascending, distinct) as a new batch. O(n).
-    pub fn remove_positions(&mut self, positions: &[usize], description: String) {
-        let mut skip = positions.iter().copied().peekable();
-        let visible = self
-            .visible()
-            .iter()
-            .enumerate()
-            .filter_map(|(p, &id)| {
-                if skip.peek() == Some(&p) {
-                    skip.next();
-                    None
-                } else {
-                    Some(id)
-                }
-            })
-            .collect();
-        self.open_batch(description);
-        self.view = View::of(visible, &self.arena);
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::core::store::Incoming;
+    use crate::core::roles::Role;
+    use crate::core::store::{Incoming, Store};
 
     /// `("assistant", ["x"])` calls x; `("tool", ["x"])` answers x; other roles plain text.
     fn store_of(messages: &[(&str, &[&str])]) -> Store {

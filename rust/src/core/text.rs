@@ -217,8 +217,7 @@ pub fn calls_text(message: ValueRef<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::json::encode_json;
-    use crate::core::value::Encoder;
+    use crate::core::value::{Encoder, encode_json};
 
     fn encoded(json: &str) -> Vec<u8> {
         let parsed: serde_json::Value = serde_json::from_str(json).unwrap();

@@ -3,7 +3,7 @@
 //! that calls tools and the results that answer it form one *unit*, kept or dropped whole.
 //!
 //! A trim is planned on a view ([`select`]), may cut one message to fit ([`partial`]), and is
-//! applied ([`Store::apply_trim`]). The counts come from a closure, so the same plan serves the
+//! applied (`Store::apply_trim`, in `core/store/trim.rs`). The counts come from a closure, so the same plan serves the
 //! cached encodings and a Python counter. See `docs/tokens.md`.
 
 use std::convert::Infallible;
@@ -13,8 +13,6 @@ use crate::core::arena::{Arena, NodeId};
 use crate::core::config::{Budget, Roles, Strategy};
 use crate::core::cow_vec::CowVec;
 use crate::core::roles::Role;
-use crate::core::snapshot::View;
-use crate::core::store::Store;
 use crate::core::value::{Encoder, Value, ValueRef};
 
 /// The plan of a trim over the visible list it was made on (positions into it).
@@ -36,8 +34,9 @@ pub enum Slot {
     Cut,
 }
 
+/// The part a message plays in a tool unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+enum Part {
     Plain,
     /// An assistant message that calls tools (OpenAI `tool_calls`, or `tool_use` blocks).
     Calls,
@@ -58,9 +57,9 @@ fn has_block(message: ValueRef<'_>, kind: &str) -> bool {
         })
 }
 
-fn kind(arena: &Arena, id: NodeId) -> Kind {
+fn part(arena: &Arena, id: NodeId) -> Part {
     match arena.role(id) {
-        Role::Tool => Kind::ToolResult,
+        Role::Tool => Part::ToolResult,
         Role::Assistant => {
             let m = arena.message(id);
             let calls = m
@@ -68,13 +67,13 @@ fn kind(arena: &Arena, id: NodeId) -> Kind {
                 .and_then(ValueRef::as_list)
                 .is_some_and(|c| c.count > 0);
             if calls || has_block(m, "tool_use") {
-                Kind::Calls
+                Part::Calls
             } else {
-                Kind::Plain
+                Part::Plain
             }
         }
-        Role::User if has_block(arena.message(id), "tool_result") => Kind::Results,
-        _ => Kind::Plain,
+        Role::User if has_block(arena.message(id), "tool_result") => Part::Results,
+        _ => Part::Plain,
     }
 }
 
@@ -89,39 +88,39 @@ impl Messages<'_> {
         self.arena.role(self.visible[pos])
     }
 
-    fn kind(&self, pos: usize) -> Kind {
-        kind(self.arena, self.visible[pos])
+    fn part(&self, pos: usize) -> Part {
+        part(self.arena, self.visible[pos])
     }
 
     /// The unit that ends at `last`, not reaching below `floor`.
     fn unit_ending_at(&self, last: usize, floor: usize) -> Range<usize> {
-        match self.kind(last) {
-            Kind::ToolResult => {
+        match self.part(last) {
+            Part::ToolResult => {
                 let mut first = last;
-                while first > floor && self.kind(first - 1) == Kind::ToolResult {
+                while first > floor && self.part(first - 1) == Part::ToolResult {
                     first -= 1;
                 }
-                if first > floor && self.kind(first - 1) == Kind::Calls {
+                if first > floor && self.part(first - 1) == Part::Calls {
                     first - 1..last + 1
                 } else {
                     last..last + 1
                 }
             }
-            Kind::Results if last > floor && self.kind(last - 1) == Kind::Calls => last - 1..last + 1,
+            Part::Results if last > floor && self.part(last - 1) == Part::Calls => last - 1..last + 1,
             _ => last..last + 1,
         }
     }
 
     /// The unit that starts at `first`, not reaching `ceiling`.
     fn unit_starting_at(&self, first: usize, ceiling: usize) -> Range<usize> {
-        if self.kind(first) != Kind::Calls {
+        if self.part(first) != Part::Calls {
             return first..first + 1;
         }
         let mut end = first + 1;
-        while end < ceiling && self.kind(end) == Kind::ToolResult {
+        while end < ceiling && self.part(end) == Part::ToolResult {
             end += 1;
         }
-        if end == first + 1 && end < ceiling && self.kind(end) == Kind::Results {
+        if end == first + 1 && end < ceiling && self.part(end) == Part::Results {
             end += 1;
         }
         first..end
@@ -167,7 +166,7 @@ pub fn select(
         };
         let cost: u64 = unit.clone().map(&mut *count).sum();
         if cost > room {
-            if budget.allow_partial && unit.len() == 1 && m.kind(unit.start) == Kind::Plain {
+            if budget.allow_partial && unit.len() == 1 && m.part(unit.start) == Part::Plain {
                 selection.candidate = Some((unit.start, room));
             }
             break;
@@ -350,80 +349,10 @@ pub fn exact_cut(arena: &Arena, visible: &CowVec<NodeId>, selection: &Selection,
     }
 }
 
-/// Counts are computed this many at a time when a trim reaches uncounted messages (doubling up
-/// to `PREFETCH_MAX`), on all cores: a cold history is counted about as fast as `token_count`,
-/// and only as far back as the trim looks.
-const PREFETCH_FIRST: usize = 64;
-const PREFETCH_MAX: usize = 1 << 14;
-
-impl Store {
-    /// TRIM with the cached counts of `encoding`: plan, cut (if asked) and apply under one lock.
-    /// A new batch. O(k) for k messages looked at, once counted.
-    pub fn trim_to_tokens(&mut self, budget: &Budget, description: String) {
-        let encoding = budget.encoding;
-        let visible = self.view.visible.clone();
-        let len = visible.len();
-        let (arena, counts) = (&self.arena, &mut self.token_counts);
-        let mut window = PREFETCH_FIRST;
-        let selection = select(&visible, arena, budget, encoding.priming(), &mut |pos| {
-            let id = visible[pos];
-            if let Some(c) = counts.get(encoding, id) {
-                return c;
-            }
-            let ahead = match budget.strategy {
-                Strategy::Last => (pos + 1).saturating_sub(window)..pos + 1,
-                Strategy::First => pos..(pos + window).min(len),
-            };
-            counts.fill(arena, encoding, visible.range(ahead));
-            window = (window * 2).min(PREFETCH_MAX);
-            counts.count(arena, encoding, id)
-        });
-        let cut = exact_cut(&self.arena, &visible, &selection, budget);
-        self.apply_trim(&visible, &selection, cut, budget, description);
-    }
-
-    /// Apply a trim planned on `planned` (which must still be the visible list; otherwise nothing
-    /// changes and `false` comes back): a new batch holding the kept messages, the cut message
-    /// stored as a new message in place of its original. O(k).
-    pub fn apply_trim(
-        &mut self,
-        planned: &CowVec<NodeId>,
-        selection: &Selection,
-        cut: Option<Vec<u8>>,
-        budget: &Budget,
-        description: String,
-    ) -> bool {
-        // Equal ids mean an equal plan (stored messages never change): an unchanged list shares
-        // its chunks (O(1)); a list rebuilt with the same ids is compared item by item.
-        if !self.view.visible.ptr_eq(planned) && self.view.visible != *planned {
-            return false;
-        }
-        let slots = finish(selection, cut.is_some(), planned, &self.arena, budget);
-        let mut kept: Vec<NodeId> = Vec::new();
-        for slot in slots {
-            match slot {
-                Slot::Keep(range) => kept.extend(planned.range(range)),
-                Slot::Cut => {
-                    if let (Some(bytes), Some((pos, _))) = (&cut, selection.candidate) {
-                        let original = planned[pos];
-                        let id = self
-                            .arena
-                            .push(bytes, self.arena.role(original), self.arena.timestamp(original));
-                        kept.push(id);
-                    }
-                }
-            }
-        }
-        self.open_batch(description);
-        self.view = View::of(CowVec::from_slice(&kept), &self.arena);
-        true
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::store::Incoming;
+    use crate::core::store::{Incoming, Store};
     use crate::core::tokens::Encoding;
 
     /// (role, content, calls): calls > 0 makes an assistant message with that many tool calls.

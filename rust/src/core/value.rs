@@ -12,6 +12,8 @@
 //!   key (one byte: a well-known key's code, or `INLINE_KEY`, a varint length and the bytes)
 //!   followed by its value.
 
+use serde_json::Value as Json;
+
 const NULL: u8 = 0;
 const FALSE: u8 = 1;
 const TRUE: u8 = 2;
@@ -416,6 +418,42 @@ fn write_json(out: &mut String, value: ValueRef<'_>, item_sep: &str, key_sep: &s
 /// Write a string as a JSON string literal.
 pub fn write_json_str(out: &mut String, s: &str) {
     out.push_str(&serde_json::to_string(s).unwrap_or_default());
+}
+
+/// Encode a parsed JSON value.
+pub fn encode_json(e: &mut Encoder<'_>, value: &Json) {
+    match value {
+        Json::Null => e.null(),
+        Json::Bool(b) => e.bool(*b),
+        Json::Number(n) => encode_number(e, n),
+        Json::String(s) => e.str(s),
+        Json::Array(items) => {
+            let open = e.open_list(items.len());
+            for v in items {
+                encode_json(e, v);
+            }
+            e.close(open);
+        }
+        Json::Object(map) => {
+            let open = e.open_dict(map.len());
+            for (k, v) in map {
+                e.key(k);
+                encode_json(e, v);
+            }
+            e.close(open);
+        }
+    }
+}
+
+fn encode_number(e: &mut Encoder<'_>, n: &serde_json::Number) {
+    let text = n.to_string();
+    if text.contains(['.', 'e', 'E']) {
+        e.float(text.parse().unwrap_or(f64::NAN));
+    } else if let Ok(i) = text.parse::<i64>() {
+        e.int(i);
+    } else {
+        e.big_int(&text);
+    }
 }
 
 #[cfg(test)]

@@ -92,7 +92,8 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Role {
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Fault> {
         let name = text(obj)?;
         Role::parse(&name).ok_or_else(|| {
-            let shown = obj.repr().map_or_else(|_| format!("{:?}", &*name), |r| r.to_string());
+            // The repr of the plain str, as Python shows it (a StrEnum member's value too).
+            let shown = repr(&PyString::new(obj.py(), &name));
             Fault::Unknown(format!("unknown role {shown}; expected one of {ROLE_NAMES}"))
         })
     }
@@ -253,20 +254,20 @@ impl Described {
                 }
             }
             "truncate" => {
-                let opt = |f: &str| -> Result<Option<usize>, Error> {
-                    let v = op.getattr(f).map_err(|e| Error::InvalidOperation(e.to_string()))?;
-                    if v.is_none() {
-                        Ok(None)
+                let cut = |f: &str| -> PyResult<Option<usize>> {
+                    let value = field(f)?;
+                    Ok(if value.is_none() {
+                        None
                     } else {
-                        count(&v, &place(f)).map(Some)
-                    }
+                        Some(count(&value, &place(f))?)
+                    })
                 };
                 let range = field("range")?;
                 Operation::Truncate(Cuts {
-                    keep_first: opt("keep_first")?,
-                    keep_last: opt("keep_last")?,
-                    remove_first: opt("remove_first")?,
-                    remove_last: opt("remove_last")?,
+                    keep_first: cut("keep_first")?,
+                    keep_last: cut("keep_last")?,
+                    remove_first: cut("remove_first")?,
+                    remove_last: cut("remove_last")?,
                     range: if range.is_none() {
                         None
                     } else {

@@ -13,7 +13,6 @@ pub mod record;
 use crate::core::config::{Budget, Conditions, Cuts, Encoding};
 use crate::core::error::{Error, Result};
 use crate::core::store::{Incoming, Store};
-use crate::core::trim::{exact_cut, select};
 
 /// The wire format the messages of a dataset are in. Each format brings its own message rules;
 /// chat and Anthropic messages are both accepted by the store's rules (Anthropic blocks live in
@@ -42,7 +41,7 @@ impl Format {
                 let value: serde_json::Value =
                     serde_json::from_str(text).map_err(|e| Error::message(path(), format!("not valid JSON: {e}")))?;
                 let (start, mut e) = incoming.encoder();
-                crate::core::json::encode_json(&mut e, &value);
+                crate::core::value::encode_json(&mut e, &value);
                 incoming.finish(start, path)
             }
         }
@@ -188,7 +187,7 @@ impl Pipeline {
                 Step::Sanitize => {
                     store.sanitize(String::new());
                 }
-                Step::TrimToTokens(budget) => trim(&mut store, budget),
+                Step::TrimToTokens(budget) => store.trim_to_tokens_lazily(budget, String::new()),
                 Step::Truncate(cuts) => {
                     // Cannot fail: `Pipeline::new` refused a truncate without cuts.
                     let _ = store.truncate(cuts, String::new());
@@ -215,20 +214,6 @@ impl Pipeline {
             .collect();
         outcome
     }
-}
-
-/// TRIM TO TOKENS as `Store::trim_to_tokens` does it, counting each message only when the plan
-/// looks at it (the store's own trim counts ahead in windows, which pays on a long history kept in
-/// memory but would tokenize text a batch throws away).
-fn trim(store: &mut Store, budget: &Budget) {
-    let encoding = budget.encoding;
-    let visible = store.visible().clone();
-    let (arena, counts) = (&store.arena, &mut store.token_counts);
-    let selection = select(&visible, arena, budget, encoding.priming(), &mut |pos| {
-        counts.count(arena, encoding, visible[pos])
-    });
-    let cut = exact_cut(&store.arena, &visible, &selection, budget);
-    store.apply_trim(&visible, &selection, cut, budget, String::new());
 }
 
 #[cfg(test)]

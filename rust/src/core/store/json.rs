@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 
-use serde_json::{Map, Number, Value as Json};
+use serde_json::{Map, Value as Json};
 
 use crate::core::arena::{Arena, NodeId};
 use crate::core::cow_vec::CowVec;
@@ -13,7 +13,7 @@ use crate::core::error::{Error, Result};
 use crate::core::message;
 use crate::core::snapshot::{History, Snapshot, View};
 use crate::core::store::Store;
-use crate::core::value::{Encoder, ValueRef, write_json_str as write_str, write_value};
+use crate::core::value::{Encoder, ValueRef, encode_json, write_json_str as write_str, write_value};
 
 const FORMAT: &str = "memci.MessageStore";
 const VERSION: u64 = 1;
@@ -31,42 +31,6 @@ fn write_ids<'a>(out: &mut String, ids: impl Iterator<Item = &'a NodeId>) {
 
 fn write_f64(out: &mut String, f: f64) {
     out.push_str(&Json::from(f).to_string());
-}
-
-/// Encode a parsed JSON value.
-pub fn encode_json(e: &mut Encoder<'_>, value: &Json) {
-    match value {
-        Json::Null => e.null(),
-        Json::Bool(b) => e.bool(*b),
-        Json::Number(n) => encode_number(e, n),
-        Json::String(s) => e.str(s),
-        Json::Array(items) => {
-            let open = e.open_list(items.len());
-            for v in items {
-                encode_json(e, v);
-            }
-            e.close(open);
-        }
-        Json::Object(map) => {
-            let open = e.open_dict(map.len());
-            for (k, v) in map {
-                e.key(k);
-                encode_json(e, v);
-            }
-            e.close(open);
-        }
-    }
-}
-
-fn encode_number(e: &mut Encoder<'_>, n: &Number) {
-    let text = n.to_string();
-    if text.contains(['.', 'e', 'E']) {
-        e.float(text.parse().unwrap_or(f64::NAN));
-    } else if let Ok(i) = text.parse::<i64>() {
-        e.int(i);
-    } else {
-        e.big_int(&text);
-    }
 }
 
 impl Store {

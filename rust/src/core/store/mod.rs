@@ -2,6 +2,11 @@
 //! and the batch history. Every operation checks all its arguments before it changes anything,
 //! so an error leaves the store exactly as it was.
 
+mod json;
+mod sanitize;
+mod token_counts;
+mod trim;
+
 use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -13,7 +18,7 @@ use crate::core::arena::{Arena, NodeId};
 use crate::core::config::{Conditions, Cuts};
 use crate::core::cow_vec::CowVec;
 use crate::core::error::{Error, Result};
-use crate::core::message::{self, Facts};
+use crate::core::message::{self, Accepted};
 use crate::core::pair_index::PairCache;
 use crate::core::roles::Role;
 use crate::core::snapshot::{History, View};
@@ -36,7 +41,7 @@ pub fn now() -> f64 {
 #[derive(Debug)]
 pub struct Incoming {
     bytes: Vec<u8>,
-    messages: Vec<(Range<usize>, Facts)>,
+    messages: Vec<(Range<usize>, Accepted)>,
 }
 
 thread_local! {
@@ -90,7 +95,7 @@ impl Incoming {
     }
 
     /// Each checked message: its encoding and its facts.
-    pub fn messages(&self) -> impl Iterator<Item = (&[u8], &Facts)> {
+    pub fn messages(&self) -> impl Iterator<Item = (&[u8], &Accepted)> {
         self.messages
             .iter()
             .map(|(range, facts)| (&self.bytes[range.clone()], facts))
@@ -99,16 +104,16 @@ impl Incoming {
 
 #[derive(Clone, Default, Debug)]
 pub struct Store {
-    pub(crate) arena: Arena,
-    pub(crate) view: View,
-    pub(crate) history: History,
+    arena: Arena,
+    view: View,
+    history: History,
     /// Tags on stored messages; they belong to the message, not the batch.
-    pub(crate) marks: BTreeMap<String, HashSet<NodeId>>,
-    pub(crate) tool_description: Option<NodeId>,
+    marks: BTreeMap<String, HashSet<NodeId>>,
+    tool_description: Option<NodeId>,
     /// The pair facts of stored messages, read on a scan's first meeting with them.
-    pub(crate) pairs: PairCache,
+    pairs: PairCache,
     /// Each stored message's token count per encoding, counted when first needed.
-    pub(crate) token_counts: TokenCounts,
+    token_counts: TokenCounts,
 }
 
 impl Store {
@@ -144,7 +149,7 @@ impl Store {
             .collect()
     }
 
-    pub(crate) fn open_batch(&mut self, description: String) {
+    fn open_batch(&mut self, description: String) {
         self.history.end_batch(self.view.clone(), now(), description);
     }
 

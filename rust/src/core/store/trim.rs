@@ -1,0 +1,93 @@
+//! TRIM TO TOKENS on the store: plan ([`select`]), cut ([`partial`]) and apply, the counts taken
+//! from the store's cache (`core/trim.rs` holds the plan; this is its use on a [`Store`]).
+
+use crate::core::arena::NodeId;
+use crate::core::config::{Budget, Strategy};
+use crate::core::cow_vec::CowVec;
+use crate::core::snapshot::View;
+use crate::core::store::Store;
+use crate::core::trim::{Selection, Slot, exact_cut, finish, select};
+
+/// Counts are computed this many at a time when a trim reaches uncounted messages (doubling up
+/// to `PREFETCH_MAX`), on all cores: a cold history is counted about as fast as `token_count`,
+/// and only as far back as the trim looks.
+const PREFETCH_FIRST: usize = 64;
+const PREFETCH_MAX: usize = 1 << 14;
+
+impl Store {
+    /// TRIM with the cached counts of `encoding`: plan, cut (if asked) and apply under one lock.
+    /// A new batch. O(k) for k messages looked at, once counted.
+    pub fn trim_to_tokens(&mut self, budget: &Budget, description: String) {
+        let encoding = budget.encoding;
+        let visible = self.view.visible.clone();
+        let len = visible.len();
+        let (arena, counts) = (&self.arena, &mut self.token_counts);
+        let mut window = PREFETCH_FIRST;
+        let selection = select(&visible, arena, budget, encoding.priming(), &mut |pos| {
+            let id = visible[pos];
+            if let Some(c) = counts.get(encoding, id) {
+                return c;
+            }
+            let ahead = match budget.strategy {
+                Strategy::Last => (pos + 1).saturating_sub(window)..pos + 1,
+                Strategy::First => pos..(pos + window).min(len),
+            };
+            counts.fill(arena, encoding, visible.range(ahead));
+            window = (window * 2).min(PREFETCH_MAX);
+            counts.count(arena, encoding, id)
+        });
+        let cut = exact_cut(&self.arena, &visible, &selection, budget);
+        self.apply_trim(&visible, &selection, cut, budget, description);
+    }
+
+    /// TRIM counting each message only when the plan looks at it (the kept messages and the one
+    /// that did not fit), never ahead: for a store that lives for one trim, such as a conversation
+    /// of a batch, where text counted ahead would be tokenized for nothing. A new batch. O(k).
+    pub fn trim_to_tokens_lazily(&mut self, budget: &Budget, description: String) {
+        let encoding = budget.encoding;
+        let visible = self.view.visible.clone();
+        let (arena, counts) = (&self.arena, &mut self.token_counts);
+        let selection = select(&visible, arena, budget, encoding.priming(), &mut |pos| {
+            counts.count(arena, encoding, visible[pos])
+        });
+        let cut = exact_cut(&self.arena, &visible, &selection, budget);
+        self.apply_trim(&visible, &selection, cut, budget, description);
+    }
+
+    /// Apply a trim planned on `planned` (which must still be the visible list; otherwise nothing
+    /// changes and `false` comes back): a new batch holding the kept messages, the cut message
+    /// stored as a new message in place of its original. O(k).
+    pub fn apply_trim(
+        &mut self,
+        planned: &CowVec<NodeId>,
+        selection: &Selection,
+        cut: Option<Vec<u8>>,
+        budget: &Budget,
+        description: String,
+    ) -> bool {
+        // Equal ids mean an equal plan (stored messages never change): an unchanged list shares
+        // its chunks (O(1)); a list rebuilt with the same ids is compared item by item.
+        if !self.view.visible.ptr_eq(planned) && self.view.visible != *planned {
+            return false;
+        }
+        let slots = finish(selection, cut.is_some(), planned, &self.arena, budget);
+        let mut kept: Vec<NodeId> = Vec::new();
+        for slot in slots {
+            match slot {
+                Slot::Keep(range) => kept.extend(planned.range(range)),
+                Slot::Cut => {
+                    if let (Some(bytes), Some((pos, _))) = (&cut, selection.candidate) {
+                        let original = planned[pos];
+                        let id = self
+                            .arena
+                            .push(bytes, self.arena.role(original), self.arena.timestamp(original));
+                        kept.push(id);
+                    }
+                }
+            }
+        }
+        self.open_batch(description);
+        self.view = View::of(CowVec::from_slice(&kept), &self.arena);
+        true
+    }
+}
