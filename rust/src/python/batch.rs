@@ -27,8 +27,8 @@ fn invalid(text: String) -> PyErr {
     Error::InvalidOperation(text).into()
 }
 
-/// One step from its config: sanitize, count_tokens, or an operation the store runs that removes
-/// messages (truncate, filter, clear, trim_to_tokens).
+/// One step from its config: sanitize, `count_tokens`, or an operation the store runs that removes
+/// messages (truncate, filter, clear, `trim_to_tokens`).
 fn step(config: &Bound<'_, PyAny>) -> PyResult<Step> {
     let name: String = config.getattr("name")?.extract()?;
     match name.as_str() {

@@ -43,8 +43,8 @@ impl Staged {
     }
 
     /// Flush and rename into place. Not synced to disk: the rename protects against a run that
-    /// stops, not against a machine that loses power (an fsync of the output measured as a large
-    /// share of a run's wall time).
+    /// stops, not against a machine that loses power (a sync would add the write-back of the whole
+    /// output to every run).
     fn commit(mut self) -> io::Result<()> {
         self.writer.flush()?;
         fs::rename(&self.temp, &self.path)
