@@ -274,7 +274,11 @@ def pool() -> Any:
     """``multiprocessing.Pool(2)``, spawned (a forked child would inherit thread pools without
     their threads)."""
     tiktoken_encoding()  # skips the case here, in the parent, when tiktoken is missing
-    return multiprocessing.get_context("spawn").Pool(WORKERS, initializer=_start_worker)
+    started = multiprocessing.get_context("spawn").Pool(WORKERS, initializer=_start_worker)
+    # Wait until every worker has started (imports, tiktoken loaded): their start-up must not run
+    # beside a timed case.
+    started.map(abs, range(WORKERS * 4), chunksize=1)
+    return started
 
 
 # ---- pytest cases ----------------------------------------------------------------------------------
