@@ -18,6 +18,8 @@ _Stats = tuple[int, int, int, int]
 _StoreOperation = Append | Insert | Replace | Truncate | Clear | Filter | Rollback | Checkpoint | TrimToTokens
 
 __all__ = [
+    "BatchPipeline",
+    "JsonlRun",
     "MessageStore",
     "MessageView",
     "PageWindow",
@@ -198,3 +200,36 @@ class SearchIndex:
         """add() for each item, in order; tokenizes in parallel."""
     def search(self, query: str, k: int) -> list[tuple[int, float, str]]:
         """(page, score, snippet) of the k best pages, best first; ties to the lower page."""
+
+# ---- batch (memci.batch) --------------------------------------------------------------------------
+
+#: The totals of a batch run: conversations, bad, messages_in, messages_out, removed (by step),
+#: tokens (per count_tokens step), bytes_in, bytes_out.
+_Totals = dict[str, Any]
+_Bad = tuple[int, str, str]
+
+@final
+class BatchPipeline:
+    """Step configs (memci.ops, memci.batch.CountTokens) applied to every conversation on a thread pool."""
+
+    def __new__(cls, steps: Sequence[Any], format: str = "chat", workers: int | None = None) -> BatchPipeline: ...
+    @property
+    def workers(self) -> int: ...
+    def run_messages(
+        self, conversations: Sequence[Any]
+    ) -> tuple[list[list[_Message] | None], list[list[int]], list[_Bad], _Totals]:
+        """Outputs (kept input dicts; None for a bad one), count_tokens counts, bad ones, totals."""
+    def run_records(self, records: Sequence[Any]) -> tuple[list[bytes | None], list[list[int]], list[_Bad], _Totals]:
+        """The same on records as JSON text (str or bytes); outputs are UTF-8 bytes."""
+    def open_jsonl(self, input: str, output: str, errors: str | None = None, chunk_bytes: int = ...) -> JsonlRun:
+        """A streamed run of a JSONL file, driven by JsonlRun.step."""
+
+@final
+class JsonlRun:
+    """A streamed JSONL run: step() until False, then finish(); close() discards it."""
+
+    def step(self) -> bool: ...
+    def progress(self) -> tuple[int, int, int]: ...
+    def totals(self) -> _Totals: ...
+    def finish(self) -> _Totals: ...
+    def close(self) -> None: ...

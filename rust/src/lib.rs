@@ -31,6 +31,9 @@ mod _core {
     #[pymodule_export]
     use crate::python::search::SearchIndex;
 
+    #[pymodule_export]
+    use crate::python::batch::{BatchPipeline, JsonlRun};
+
     #[pymodule_init]
     fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
         use pyo3::types::PyModuleMethods;

@@ -4,6 +4,8 @@
   ContextSystem on SqliteStorage (``--array``: the MessageArray tour);
 - ``memci inspect DB [--page N] [--limit N]``: what a SqliteStorage file or DirectoryStorage folder
   holds (read-only);
+- ``memci batch IN OUT [--sanitize] [--max-tokens N] ...``: clean a dataset of conversations (JSONL
+  or Parquet) in Rust on all cores (see ``memci batch -h``);
 - ``memci --version``: the installed version.
 """
 
@@ -33,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument(
         "--limit", type=int, default=20, metavar="N", help="show the last N stored pages (default 20; 0: none)"
     )
+    from memci.cli.batch import add_parser as add_batch
+
+    add_batch(commands)
     return parser
 
 
@@ -43,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_demo(argv[1:])
     args = _parser().parse_args(argv)
+    if args.command == "batch":
+        from memci.cli.batch import run_batch
+
+        return run_batch(args)
     from memci.cli.inspect import inspect_store
 
     if args.limit < 0:

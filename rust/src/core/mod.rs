@@ -2,6 +2,7 @@
 //! without the GIL.
 
 pub mod arena;
+pub mod batch;
 pub mod bpe_tables;
 pub mod config;
 pub mod cow_vec;

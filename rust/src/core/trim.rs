@@ -6,6 +6,7 @@
 //! applied (`Store::apply_trim`, in `core/store/trim.rs`). The counts come from a closure, so the same plan serves the
 //! cached encodings and a Python counter. See `docs/tokens.md`.
 
+use std::convert::Infallible;
 use std::ops::Range;
 
 use crate::core::arena::{Arena, NodeId};
@@ -392,6 +393,18 @@ pub fn partial<E>(
     };
     let k = largest(pieces.len(), &mut |k| fits(&text_message(message, &joined(k))))?;
     Ok((k > 0).then(|| text_message(message, &joined(k))))
+}
+
+/// The candidate of `selection` (planned on `visible`) cut to fit, counted exactly in the budget's
+/// encoding; `None` when there is no candidate or nothing of it fits.
+pub fn exact_cut(arena: &Arena, visible: &CowVec<NodeId>, selection: &Selection, budget: &Budget) -> Option<Vec<u8>> {
+    let (pos, room) = selection.candidate?;
+    let encoding = budget.encoding;
+    let exact = &mut |m: ValueRef<'_>| Ok::<u64, Infallible>(encoding.count_message(m));
+    match partial(arena.message(visible[pos]), room, budget.strategy, exact) {
+        Ok(cut) => cut,
+        Err(never) => match never {},
+    }
 }
 
 #[cfg(test)]

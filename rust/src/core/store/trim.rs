@@ -1,15 +1,12 @@
 //! TRIM TO TOKENS on the store: plan ([`select`]), cut ([`partial`]) and apply, the counts taken
 //! from the store's cache (`core/trim.rs` holds the plan; this is its use on a [`Store`]).
 
-use std::convert::Infallible;
-
 use crate::core::arena::NodeId;
 use crate::core::config::{Budget, Strategy};
 use crate::core::cow_vec::CowVec;
 use crate::core::snapshot::View;
 use crate::core::store::Store;
-use crate::core::trim::{Selection, Slot, finish, partial, select};
-use crate::core::value::ValueRef;
+use crate::core::trim::{Selection, Slot, exact_cut, finish, select};
 
 /// Counts are computed this many at a time when a trim reaches uncounted messages (doubling up
 /// to `PREFETCH_MAX`), on all cores: a cold history is counted about as fast as `token_count`,
@@ -39,14 +36,21 @@ impl Store {
             window = (window * 2).min(PREFETCH_MAX);
             counts.count(arena, encoding, id)
         });
-        let cut = selection.candidate.and_then(|(pos, room)| {
-            let message = self.arena.message(visible[pos]);
-            let exact = &mut |m: ValueRef<'_>| Ok::<u64, Infallible>(encoding.count_message(m));
-            match partial(message, room, budget.strategy, exact) {
-                Ok(cut) => cut,
-                Err(never) => match never {},
-            }
+        let cut = exact_cut(&self.arena, &visible, &selection, budget);
+        self.apply_trim(&visible, &selection, cut, budget, description);
+    }
+
+    /// TRIM counting each message only when the plan looks at it (the kept messages and the one
+    /// that did not fit), never ahead: for a store that lives for one trim, such as a conversation
+    /// of a batch, where text counted ahead would be tokenized for nothing. A new batch. O(k).
+    pub fn trim_to_tokens_lazily(&mut self, budget: &Budget, description: String) {
+        let encoding = budget.encoding;
+        let visible = self.view.visible.clone();
+        let (arena, counts) = (&self.arena, &mut self.token_counts);
+        let selection = select(&visible, arena, budget, encoding.priming(), &mut |pos| {
+            counts.count(arena, encoding, visible[pos])
         });
+        let cut = exact_cut(&self.arena, &visible, &selection, budget);
         self.apply_trim(&visible, &selection, cut, budget, description);
     }
 

@@ -1,0 +1,325 @@
+"""The batch pipeline: steps, the :class:`Pipeline` that runs them, and what a run reports."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Generic, TypeAlias, TypeVar
+
+from memci import _core, ops
+from memci.errors import InvalidOperationError
+from memci.tokens import DEFAULT_ENCODING
+
+Message: TypeAlias = dict[str, Any]
+#: Conversations are handed to the core this many at a time by :meth:`Pipeline.run`.
+DEFAULT_CHUNK = 2048
+#: A JSONL run reads about this many bytes at a time (memory is bounded by a few times this).
+DEFAULT_CHUNK_BYTES = 8 << 20
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CountTokens:
+    """COUNT_TOKENS: record each conversation's token count at this point of the pipeline (reply
+    priming included, as :meth:`memci.MessageArray.token_count`); the run's summary adds them up."""
+
+    name: ClassVar[str] = "count_tokens"
+    encoding: str = DEFAULT_ENCODING
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.encoding, str):
+            raise InvalidOperationError(f"count_tokens: encoding must be a str, got {self.encoding!r}")
+        _core.encoding_name(self.encoding, self.name)  # an unknown encoding fails here, not per conversation
+
+
+#: What a pipeline step is: a config of :mod:`memci.ops` that removes messages, or CountTokens.
+Step: TypeAlias = ops.Sanitize | ops.TrimToTokens | ops.Truncate | ops.Filter | ops.Clear | CountTokens
+_STEPS = (ops.Sanitize, ops.TrimToTokens, ops.Truncate, ops.Filter, ops.Clear, CountTokens)
+
+
+def sanitize() -> ops.Sanitize:
+    """The SANITIZE step: drop broken tool-call groups, orphan and duplicate results."""
+    return ops.Sanitize()
+
+
+def trim_to_tokens(
+    max_tokens: int,
+    *,
+    strategy: str = "last",
+    keep_system: bool = True,
+    start_on: str | Sequence[str] | None = "user",
+    end_on: str | Sequence[str] | None = None,
+    allow_partial: bool = False,
+    encoding: str = DEFAULT_ENCODING,
+) -> ops.TrimToTokens:
+    """The TRIM_TO_TOKENS step, with the options of :meth:`memci.MessageArray.trim_to_tokens`."""
+    return ops.TrimToTokens(max_tokens, strategy, keep_system, start_on, end_on, allow_partial, encoding)
+
+
+def truncate(
+    *,
+    keep_first: int | None = None,
+    keep_last: int | None = None,
+    remove_first: int | None = None,
+    remove_last: int | None = None,
+    range: tuple[int, int] | None = None,  # the operation's own field name
+    role: str | None = None,
+) -> ops.Truncate:
+    """The TRUNCATE step, as :meth:`memci.MessageArray.truncate`."""
+    return ops.Truncate(keep_first, keep_last, remove_first, remove_last, range, role)
+
+
+def filter(  # the FILTER step, named like the operation
+    roles: Sequence[str] | None = None,
+    content_contains: Sequence[str] | None = None,
+    content_excludes: Sequence[str] | None = None,
+) -> ops.Filter:
+    """The FILTER step, as :meth:`memci.MessageArray.filter`."""
+    return ops.Filter(roles, content_contains, content_excludes)
+
+
+def clear(keep_system: bool = True) -> ops.Clear:
+    """The CLEAR step, as :meth:`memci.MessageArray.clear` (a batch has no tool description)."""
+    return ops.Clear(keep_system)
+
+
+def count_tokens(encoding: str = DEFAULT_ENCODING) -> CountTokens:
+    """The COUNT_TOKENS step."""
+    return CountTokens(encoding)
+
+
+def as_step(step: Step | Mapping[str, Any]) -> Step:
+    """A step from a config, or from an operation dict in either seed format
+    (``{"operation": "count_tokens", "encoding": ...}`` for COUNT_TOKENS)."""
+    if isinstance(step, _STEPS):
+        return step
+    if isinstance(step, Mapping) and str(step.get("operation", "")).lower() == "count_tokens":
+        fields = {k: v for k, v in step.items() if k != "operation"}
+        nested = fields.pop("count_tokens", None)
+        if isinstance(nested, Mapping):
+            fields.update(nested)
+        unknown = set(fields) - {"encoding"}
+        if unknown:
+            raise InvalidOperationError(f"count_tokens: unknown keys {sorted(unknown)}")
+        return CountTokens(**fields)
+    config = ops.parse(step) if isinstance(step, Mapping) else step
+    if not isinstance(config, _STEPS):
+        name = getattr(config, "name", type(config).__name__)
+        raise InvalidOperationError(
+            f"batch: {name} is not a batch step "
+            "(steps: sanitize, trim_to_tokens, truncate, filter, clear, count_tokens)"
+        )
+    return config
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BadRecord:
+    """A record that could not be processed: its number (the JSONL line, 1-based; otherwise the
+    0-based position in the input), the path of the bad field (``messages[3].tool_calls[0]``,
+    empty for the record itself) and the reason."""
+
+    number: int
+    path: str
+    reason: str
+
+    def to_json(self, key: str = "line") -> dict[str, Any]:
+        return {key: self.number, "path": self.path, "reason": self.reason}
+
+
+@dataclasses.dataclass(slots=True)
+class BatchSummary:
+    """What a run did: conversations processed, bad records, messages in and out, messages
+    removed by each step kind, the total of each count_tokens step (in step order), bytes in and
+    out, and the wall time."""
+
+    conversations: int = 0
+    bad: int = 0
+    messages_in: int = 0
+    messages_out: int = 0
+    removed: dict[str, int] = dataclasses.field(default_factory=dict)
+    tokens: list[int] = dataclasses.field(default_factory=list)
+    bytes_in: int = 0
+    bytes_out: int = 0
+    seconds: float = 0.0
+
+    def add(self, totals: Mapping[str, Any]) -> None:
+        """Add the totals the core reports for a chunk."""
+        self.conversations += totals["conversations"]
+        self.bad += totals["bad"]
+        self.messages_in += totals["messages_in"]
+        self.messages_out += totals["messages_out"]
+        for name, n in totals["removed"].items():
+            self.removed[name] = self.removed.get(name, 0) + n
+        counts = totals["tokens"]
+        self.tokens.extend([0] * (len(counts) - len(self.tokens)))
+        for i, n in enumerate(counts):
+            self.tokens[i] += n
+        self.bytes_in += totals["bytes_in"]
+        self.bytes_out += totals["bytes_out"]
+
+    def merge(self, other: BatchSummary) -> None:
+        """Add another run's counts (not its time)."""
+        self.add(dataclasses.asdict(other))
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every record was processed, 1 when some were bad."""
+        return 1 if self.bad else 0
+
+
+T = TypeVar("T")
+#: What the core returns for a chunk: outputs, count_tokens counts, bad records, totals.
+_Chunk: TypeAlias = tuple[list[Any], list[list[int]], list[BadRecord], dict[str, Any]]
+
+
+class BatchResults(Generic[T]):
+    """The outputs of a run over an iterable, in input order (bad records are skipped and listed
+    in :attr:`errors`); :attr:`summary` and :attr:`tokens` grow as the results are iterated."""
+
+    def __init__(self, chunks: Iterator[_Chunk]):
+        self._chunks = chunks
+        self.errors: list[BadRecord] = []
+        self.summary = BatchSummary()
+        #: Per processed conversation, its count_tokens counts (in step order).
+        self.tokens: list[list[int]] = []
+
+    def __iter__(self) -> Iterator[T]:
+        started = time.perf_counter()
+        for outputs, counts, bad, totals in self._chunks:
+            self.errors.extend(bad)
+            self.summary.add(totals)
+            for output, tokens in zip(outputs, counts, strict=True):
+                if output is not None:
+                    self.tokens.append(tokens)
+                    yield output
+            self.summary.seconds = time.perf_counter() - started
+
+
+def _numbered(run: Callable[[list[Any]], tuple[Any, ...]], items: Iterable[Any], size: int) -> Iterator[_Chunk]:
+    """``run`` on each chunk of ``items``, its bad records numbered by position in ``items``."""
+    start = 0
+    for chunk in _chunks(items, size):
+        outputs, counts, bad, totals = run(chunk)
+        yield outputs, counts, [BadRecord(start + i, p, r) for i, p, r in bad], totals
+        start += len(chunk)
+
+
+def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    chunk: list[T] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+class Pipeline:
+    """Steps applied to every conversation of a dataset, in order, each conversation on its own.
+
+    ``steps``: configs of :mod:`memci.ops` (Sanitize, TrimToTokens, Truncate, Filter, Clear), the
+    :class:`CountTokens` step, or operation dicts in either seed format. ``format``: the messages'
+    wire format (``"chat"`` or ``"anthropic"``). ``workers``: threads (default one per core).
+    A pipeline holds no per-run state: one may serve many runs, from many threads.
+    """
+
+    def __init__(
+        self,
+        steps: Iterable[Step | Mapping[str, Any]],
+        *,
+        format: str = "chat",  # the wire format, as memci.formats names it
+        workers: int | None = None,
+    ) -> None:
+        if isinstance(steps, Mapping | str) or not isinstance(steps, Iterable):
+            raise InvalidOperationError(f"batch: steps must be a list of steps, got {type(steps).__name__}")
+        if not isinstance(format, str):
+            raise InvalidOperationError(f"batch: format must be a str, got {format!r}")
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+            raise InvalidOperationError(f"batch: workers must be an int >= 1 or None, got {workers!r}")
+        self.steps: tuple[Step, ...] = tuple(as_step(s) for s in steps)
+        self.format = format
+        self._core = _core.BatchPipeline(self.steps, format, workers)
+
+    @property
+    def workers(self) -> int:
+        """The number of threads the pipeline runs on."""
+        return self._core.workers
+
+    def __repr__(self) -> str:
+        steps = ", ".join(
+            s.describe() if not isinstance(s, CountTokens) else f"count_tokens({s.encoding!r})" for s in self.steps
+        )
+        return f"Pipeline([{steps}], format={self.format!r}, workers={self.workers})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its steps (for process pools and Ray workers); the threads are not."""
+        return (_rebuild, (self.steps, self.format, None))
+
+    def apply(self, messages: Sequence[Message]) -> list[Message]:
+        """The steps applied to one conversation: its kept messages (the input's own dicts, in
+        order; a message cut by ``allow_partial`` is a new dict). A bad message raises
+        :class:`~memci.errors.InvalidMessageError` naming it."""
+        outputs, _, bad, _ = self._core.run_messages([messages])
+        if bad:
+            from memci.errors import InvalidMessageError
+
+            _, path, reason = bad[0]
+            raise InvalidMessageError(f"{path}: {reason}" if path else reason, path=path or "messages")
+        result = outputs[0]
+        assert result is not None
+        return result
+
+    def run(
+        self, conversations: Iterable[Sequence[Message]], *, chunk_size: int = DEFAULT_CHUNK
+    ) -> BatchResults[list[Message]]:
+        """Run over message lists, ``chunk_size`` at a time (each chunk on all workers, the GIL
+        released while the steps run). Yields each good conversation's kept messages (the input's
+        own dicts) in input order; bad ones go to ``results.errors`` with their 0-based position."""
+
+        return BatchResults(_numbered(self._core.run_messages, conversations, chunk_size))
+
+    def run_records(self, records: Iterable[str | bytes], *, chunk_size: int = DEFAULT_CHUNK) -> BatchResults[bytes]:
+        """Run over records as JSON text (a list of messages, or an object with a ``messages``
+        key whose other keys are kept byte for byte). Yields each good record's output as UTF-8
+        bytes, kept messages byte for byte as they were read; bad ones go to ``results.errors``."""
+
+        return BatchResults(_numbered(self._core.run_records, records, chunk_size))
+
+    def run_jsonl(
+        self,
+        input: str | os.PathLike[str],  # the input file
+        output: str | os.PathLike[str],
+        *,
+        errors: str | os.PathLike[str] | None = None,
+        progress: Callable[[int, int, int], object] | None = None,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    ) -> BatchSummary:
+        """Stream a JSONL file through the pipeline into ``output``, in input order; bad records
+        go to ``errors`` (JSONL: ``{"line", "path", "reason"}``) and are counted. Output and
+        errors are written under temporary names beside their own and renamed at the end: a run
+        that stops (an exception, Ctrl-C) leaves neither. Blank lines are skipped. ``progress``
+        is called after each chunk with ``(bytes_read, bytes_total, records)``. Memory is bounded
+        by a few times ``chunk_bytes``, whatever the file's size. Raises ``OSError`` when a file
+        cannot be read or written."""
+        started = time.perf_counter()
+        run = self._core.open_jsonl(
+            os.fspath(input), os.fspath(output), None if errors is None else os.fspath(errors), chunk_bytes
+        )
+        try:
+            while run.step():
+                if progress is not None:
+                    progress(*run.progress())
+            if progress is not None:
+                progress(*run.progress())
+            totals = run.finish()
+        finally:
+            run.close()
+        summary = BatchSummary(seconds=time.perf_counter() - started)
+        summary.add(totals)
+        return summary
+
+
+def _rebuild(steps: tuple[Step, ...], format: str, workers: int | None) -> Pipeline:
+    return Pipeline(steps, format=format, workers=workers)

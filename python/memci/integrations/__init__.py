@@ -1,0 +1,1 @@
+"""Integrations with other systems (each needs its own extra)."""

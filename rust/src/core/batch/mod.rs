@@ -1,0 +1,300 @@
+//! Batch processing of conversation datasets: a pipeline of steps applied to each conversation
+//! on its own, many conversations at a time on a thread pool, from bytes in to bytes out.
+//!
+//! Each conversation is appended to a fresh [`Store`] (so the message rules are the store's own,
+//! [`crate::core::message::check`]), the steps run as the store's operations (sanitize, trim,
+//! truncate, filter, clear: the same semantics as `MessageArray`, not a copy of them), and what is
+//! left visible comes out as positions into the input, so a kept message is written back as the
+//! very bytes it was read from. See `docs/batch.md`.
+
+pub mod jsonl;
+pub mod record;
+
+use crate::core::config::{Budget, Conditions, Cuts, Encoding};
+use crate::core::error::{Error, Result};
+use crate::core::store::{Incoming, Store};
+
+/// The wire format the messages of a dataset are in. Each format brings its own message rules;
+/// chat and Anthropic messages are both accepted by the store's rules (Anthropic blocks live in
+/// `content`), so they share them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Chat,
+    Anthropic,
+}
+
+impl Format {
+    pub fn parse(name: &str) -> Result<Format> {
+        match name {
+            "chat" | "openai" => Ok(Format::Chat),
+            "anthropic" => Ok(Format::Anthropic),
+            other => Err(Error::InvalidOperation(format!(
+                "batch: unknown format {other:?}: expected chat or anthropic"
+            ))),
+        }
+    }
+
+    /// Encode and check one message given as JSON text; `path` names it in errors (`messages[3]`).
+    pub fn add_json(self, incoming: &mut Incoming, text: &str, path: &dyn Fn() -> String) -> Result<()> {
+        match self {
+            Format::Chat | Format::Anthropic => {
+                let value: serde_json::Value =
+                    serde_json::from_str(text).map_err(|e| Error::message(path(), format!("not valid JSON: {e}")))?;
+                let (start, mut e) = incoming.encoder();
+                crate::core::value::encode_json(&mut e, &value);
+                incoming.finish(start, path)
+            }
+        }
+    }
+}
+
+/// One step of a pipeline.
+#[derive(Debug, Clone)]
+pub enum Step {
+    Sanitize,
+    TrimToTokens(Budget),
+    Truncate(Cuts),
+    Filter(Conditions),
+    Clear {
+        keep_system: bool,
+    },
+    /// Record the token count of the conversation as it is at this point (reply priming included).
+    CountTokens(Encoding),
+}
+
+/// The steps that remove messages, in the order of [`Totals::removed`].
+pub const REMOVING_STEPS: [&str; 5] = ["sanitize", "trim_to_tokens", "truncate", "filter", "clear"];
+
+impl Step {
+    /// Position in [`REMOVING_STEPS`] (none for `CountTokens`).
+    fn removing(&self) -> Option<usize> {
+        match self {
+            Step::Sanitize => Some(0),
+            Step::TrimToTokens(_) => Some(1),
+            Step::Truncate(_) => Some(2),
+            Step::Filter(_) => Some(3),
+            Step::Clear { .. } => Some(4),
+            Step::CountTokens(_) => None,
+        }
+    }
+}
+
+/// A kept message: the input message at this position, or a new one (a message cut to fit by
+/// `trim_to_tokens(allow_partial=True)`), as its encoding.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kept {
+    Input(usize),
+    New(Vec<u8>),
+}
+
+/// What the pipeline did to one conversation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outcome {
+    pub kept: Vec<Kept>,
+    pub messages_in: usize,
+    /// Messages removed by each of [`REMOVING_STEPS`].
+    pub removed: [u64; REMOVING_STEPS.len()],
+    /// The count of each `CountTokens` step, in step order.
+    pub tokens: Vec<u64>,
+}
+
+/// Totals over many conversations.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Totals {
+    /// Conversations processed (bad records not included).
+    pub conversations: u64,
+    /// Records that could not be processed (written to the errors file).
+    pub bad: u64,
+    pub messages_in: u64,
+    pub messages_out: u64,
+    pub removed: [u64; REMOVING_STEPS.len()],
+    /// The sum of each `CountTokens` step's counts, in step order.
+    pub tokens: Vec<u64>,
+    /// Input bytes read.
+    pub bytes_in: u64,
+    /// Output bytes written.
+    pub bytes_out: u64,
+}
+
+impl Totals {
+    pub fn add(&mut self, outcome: &Outcome) {
+        self.conversations += 1;
+        self.messages_in += outcome.messages_in as u64;
+        self.messages_out += outcome.kept.len() as u64;
+        for (total, n) in self.removed.iter_mut().zip(outcome.removed) {
+            *total += n;
+        }
+        if self.tokens.len() < outcome.tokens.len() {
+            self.tokens.resize(outcome.tokens.len(), 0);
+        }
+        for (total, n) in self.tokens.iter_mut().zip(&outcome.tokens) {
+            *total += n;
+        }
+    }
+
+    pub fn merge(&mut self, other: &Totals) {
+        self.conversations += other.conversations;
+        self.bad += other.bad;
+        self.messages_in += other.messages_in;
+        self.messages_out += other.messages_out;
+        for (total, n) in self.removed.iter_mut().zip(other.removed) {
+            *total += n;
+        }
+        if self.tokens.len() < other.tokens.len() {
+            self.tokens.resize(other.tokens.len(), 0);
+        }
+        for (total, n) in self.tokens.iter_mut().zip(&other.tokens) {
+            *total += n;
+        }
+        self.bytes_in += other.bytes_in;
+        self.bytes_out += other.bytes_out;
+    }
+}
+
+/// The steps to apply to every conversation, and the format its messages are in.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    pub steps: Vec<Step>,
+    pub format: Format,
+}
+
+impl Pipeline {
+    /// A pipeline; a truncate without any cut is refused here, once, not per conversation.
+    pub fn new(steps: Vec<Step>, format: Format) -> Result<Self> {
+        if steps
+            .iter()
+            .any(|s| matches!(s, Step::Truncate(cuts) if cuts.is_empty()))
+        {
+            return Err(Error::InvalidOperation(
+                "truncate: give at least one of keep_first, keep_last, remove_first, remove_last, range, role".into(),
+            ));
+        }
+        Ok(Self { steps, format })
+    }
+
+    /// Apply the steps to one conversation of checked messages. O(conversation), one thread.
+    pub fn apply(&self, incoming: &Incoming) -> Outcome {
+        let n = incoming.len();
+        let mut store = Store::default();
+        store.append(incoming);
+        let mut outcome = Outcome {
+            messages_in: n,
+            ..Outcome::default()
+        };
+        for step in &self.steps {
+            let before = store.len();
+            match step {
+                Step::Sanitize => {
+                    store.sanitize(String::new());
+                }
+                Step::TrimToTokens(budget) => store.trim_to_tokens_lazily(budget, String::new()),
+                Step::Truncate(cuts) => {
+                    // Cannot fail: `Pipeline::new` refused a truncate without cuts.
+                    let _ = store.truncate(cuts, String::new());
+                }
+                Step::Filter(conditions) => store.filter(conditions, String::new()),
+                Step::Clear { keep_system } => store.clear(*keep_system, String::new()),
+                Step::CountTokens(encoding) => outcome.tokens.push(store.token_count(*encoding)),
+            }
+            if let Some(k) = step.removing() {
+                outcome.removed[k] += before.saturating_sub(store.len()) as u64;
+            }
+        }
+        outcome.kept = store
+            .visible()
+            .iter()
+            .map(|&id| {
+                let id = id as usize;
+                if id < n {
+                    Kept::Input(id)
+                } else {
+                    Kept::New(store.arena().bytes(id as u32).to_vec())
+                }
+            })
+            .collect();
+        outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::config::{Roles, Strategy};
+    use crate::core::roles::Role;
+
+    fn incoming(messages: &[&str]) -> Incoming {
+        let mut incoming = Incoming::default();
+        for (i, m) in messages.iter().enumerate() {
+            Format::Chat
+                .add_json(&mut incoming, m, &|| format!("messages[{i}]"))
+                .unwrap();
+        }
+        incoming
+    }
+
+    const CALL: &str = r#"{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]}"#;
+
+    #[test]
+    fn sanitize_then_filter_keeps_positions_and_counts_removals() {
+        let conversation = incoming(&[
+            r#"{"role":"system","content":"s"}"#,
+            r#"{"role":"user","content":"hello"}"#,
+            CALL,
+            r#"{"role":"user","content":"broken group"}"#,
+            r#"{"role":"assistant","content":"bye"}"#,
+        ]);
+        let pipeline = Pipeline::new(
+            vec![
+                Step::Sanitize,
+                Step::Filter(Conditions {
+                    roles: vec![Role::User, Role::Assistant],
+                    ..Conditions::default()
+                }),
+                Step::CountTokens(Encoding::Approximate),
+            ],
+            Format::Chat,
+        )
+        .unwrap();
+        let outcome = pipeline.apply(&conversation);
+        assert_eq!(outcome.kept, [Kept::Input(1), Kept::Input(3), Kept::Input(4)]);
+        assert_eq!(outcome.removed, [1, 0, 0, 1, 0]);
+        assert_eq!(outcome.tokens.len(), 1);
+    }
+
+    #[test]
+    fn trim_keeps_the_newest_that_fit_and_never_splits_a_group() {
+        let conversation = incoming(&[
+            r#"{"role":"user","content":"one two three four five six seven eight"}"#,
+            r#"{"role":"user","content":"q"}"#,
+            CALL,
+            r#"{"role":"tool","tool_call_id":"a","content":"r"}"#,
+            r#"{"role":"user","content":"last"}"#,
+        ]);
+        let budget = Budget {
+            max_tokens: 30,
+            strategy: Strategy::Last,
+            keep_system: true,
+            start_on: Roles::of(&[Role::User]),
+            end_on: Roles::default(),
+            allow_partial: false,
+            encoding: Encoding::O200kBase,
+        };
+        let pipeline = Pipeline::new(
+            vec![Step::TrimToTokens(budget), Step::CountTokens(Encoding::O200kBase)],
+            Format::Chat,
+        )
+        .unwrap();
+        let outcome = pipeline.apply(&conversation);
+        assert_eq!(
+            outcome.kept,
+            [Kept::Input(1), Kept::Input(2), Kept::Input(3), Kept::Input(4)]
+        );
+        assert!(outcome.tokens[0] <= 30);
+    }
+
+    #[test]
+    fn a_truncate_without_cuts_is_refused_once() {
+        assert!(Pipeline::new(vec![Step::Truncate(Cuts::default())], Format::Chat).is_err());
+        assert!(Format::parse("responses").is_err());
+    }
+}

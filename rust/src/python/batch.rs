@@ -1,0 +1,327 @@
+//! `memci._core.BatchPipeline` and `JsonlRun`: the batch pipeline from Python. Steps are the
+//! `memci.ops` configs themselves (and `memci.batch.CountTokens`), read by the one conversion of
+//! `python/config.rs`; inputs are converted with the GIL held and processed on the pipeline's
+//! thread pool with it released.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use pyo3::prelude::*;
+use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use rayon::ThreadPool;
+use rayon::prelude::*;
+
+use crate::core::batch::jsonl::JsonlRun as CoreRun;
+use crate::core::batch::record::{Bad, process};
+use crate::core::batch::{Format, Kept, Outcome, Pipeline, REMOVING_STEPS, Step, Totals};
+use crate::core::config::Encoding;
+use crate::core::error::Error;
+use crate::core::store::Incoming;
+use crate::core::value::ValueRef;
+use crate::python::config::{Described, Operation, named};
+use crate::python::convert::{incoming, to_py};
+
+fn invalid(text: String) -> PyErr {
+    Error::InvalidOperation(text).into()
+}
+
+/// One step from its config: sanitize, `count_tokens`, or an operation the store runs that removes
+/// messages (truncate, filter, clear, `trim_to_tokens`).
+fn step(config: &Bound<'_, PyAny>) -> PyResult<Step> {
+    let name: String = config.getattr("name")?.extract()?;
+    match name.as_str() {
+        "sanitize" => return Ok(Step::Sanitize),
+        "count_tokens" => {
+            let encoding: Encoding = named(&config.getattr("encoding")?, "count_tokens: encoding")?;
+            return Ok(Step::CountTokens(encoding));
+        }
+        _ => {}
+    }
+    Ok(match Described::of(config)?.operation {
+        Operation::TrimToTokens(budget) => Step::TrimToTokens(budget),
+        Operation::Truncate(cuts) => Step::Truncate(cuts),
+        Operation::Filter(conditions) => Step::Filter(conditions),
+        Operation::Clear { keep_system } => Step::Clear { keep_system },
+        _ => {
+            return Err(invalid(format!(
+                "batch: {name} is not a batch step (steps: sanitize, trim_to_tokens, truncate, filter, clear, count_tokens)"
+            )));
+        }
+    })
+}
+
+/// Totals as a dict of the names `memci.batch.BatchSummary` has (removals by step name, token
+/// totals per counting step).
+fn totals_dict<'py>(py: Python<'py>, t: &Totals) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("conversations", t.conversations)?;
+    d.set_item("bad", t.bad)?;
+    d.set_item("messages_in", t.messages_in)?;
+    d.set_item("messages_out", t.messages_out)?;
+    let removed = PyDict::new(py);
+    for (name, n) in REMOVING_STEPS.iter().zip(t.removed) {
+        removed.set_item(name, n)?;
+    }
+    d.set_item("removed", removed)?;
+    d.set_item("tokens", t.tokens.clone())?;
+    d.set_item("bytes_in", t.bytes_in)?;
+    d.set_item("bytes_out", t.bytes_out)?;
+    Ok(d)
+}
+
+type BadTuple = (usize, String, String);
+
+#[pyclass(frozen, module = "memci._core", name = "BatchPipeline")]
+pub struct BatchPipeline {
+    pipeline: Pipeline,
+    pool: Arc<ThreadPool>,
+}
+
+#[pymethods]
+impl BatchPipeline {
+    /// A pipeline of step configs over messages in `format`, run on `workers` threads (None: one
+    /// per core).
+    #[new]
+    #[pyo3(signature = (steps, format = "chat", workers = None))]
+    fn new(steps: Vec<Bound<'_, PyAny>>, format: &str, workers: Option<usize>) -> PyResult<Self> {
+        let steps = steps.iter().map(step).collect::<PyResult<Vec<_>>>()?;
+        let pipeline = Pipeline::new(steps, Format::parse(format)?)?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(workers.unwrap_or(0))
+            .build()
+            .map_err(|e| invalid(format!("batch: cannot start {workers:?} workers: {e}")))?;
+        Ok(Self {
+            pipeline,
+            pool: Arc::new(pool),
+        })
+    }
+
+    #[getter]
+    fn workers(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+
+    /// Run on conversations given as lists of message dicts. Returns the output lists (the kept
+    /// input dicts themselves, in order; None for a bad conversation), each conversation's
+    /// `count_tokens` counts, the bad ones as `(index, path, reason)`, and the totals.
+    #[allow(clippy::type_complexity)]
+    fn run_messages<'py>(
+        &self,
+        py: Python<'py>,
+        conversations: Vec<Bound<'py, PyAny>>,
+    ) -> PyResult<(
+        Vec<Option<Bound<'py, PyList>>>,
+        Vec<Vec<u64>>,
+        Vec<BadTuple>,
+        Bound<'py, PyDict>,
+    )> {
+        let mut encoded: Vec<Option<Incoming>> = Vec::with_capacity(conversations.len());
+        let mut bad = Vec::new();
+        for (i, c) in conversations.iter().enumerate() {
+            if !c.is_instance_of::<PyList>() && !c.is_instance_of::<PyTuple>() {
+                bad.push((
+                    i,
+                    String::new(),
+                    format!(
+                        "a conversation must be a list of messages, got {}",
+                        c.get_type().name()?
+                    ),
+                ));
+                encoded.push(None);
+                continue;
+            }
+            match incoming(c) {
+                Ok(inc) => encoded.push(Some(inc)),
+                Err(Error::InvalidMessage { path, reason }) => {
+                    bad.push((i, path, reason));
+                    encoded.push(None);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let pipeline = &self.pipeline;
+        let outcomes: Vec<Option<Outcome>> = py.detach(|| {
+            self.pool.install(|| {
+                encoded
+                    .par_iter()
+                    .map(|inc| inc.as_ref().map(|inc| pipeline.apply(inc)))
+                    .collect()
+            })
+        });
+        drop(encoded);
+        let mut totals = Totals {
+            bad: bad.len() as u64,
+            ..Totals::default()
+        };
+        let mut outputs = Vec::with_capacity(outcomes.len());
+        let mut tokens = Vec::with_capacity(outcomes.len());
+        for (c, outcome) in conversations.iter().zip(outcomes) {
+            let Some(outcome) = outcome else {
+                outputs.push(None);
+                tokens.push(Vec::new());
+                continue;
+            };
+            totals.add(&outcome);
+            let list = PyList::empty(py);
+            for kept in &outcome.kept {
+                match kept {
+                    Kept::Input(k) => list.append(c.get_item(*k)?)?,
+                    Kept::New(bytes) => list.append(to_py(py, ValueRef::new(bytes))?)?,
+                }
+            }
+            outputs.push(Some(list));
+            tokens.push(outcome.tokens);
+        }
+        Ok((outputs, tokens, bad, totals_dict(py, &totals)?))
+    }
+
+    /// Run on records given as JSON text (str or bytes, one record each: a list of messages or an
+    /// object with a `messages` key). Returns the output records as bytes (None for a bad one),
+    /// each record's `count_tokens` counts, the bad ones as `(index, path, reason)`, and the totals.
+    #[allow(clippy::type_complexity)]
+    fn run_records<'py>(
+        &self,
+        py: Python<'py>,
+        records: Vec<Bound<'py, PyAny>>,
+    ) -> PyResult<(
+        Vec<Option<Bound<'py, PyBytes>>>,
+        Vec<Vec<u64>>,
+        Vec<BadTuple>,
+        Bound<'py, PyDict>,
+    )> {
+        enum Text {
+            Str(PyBackedStr),
+            Bytes(PyBackedBytes),
+            Other,
+        }
+        let texts: Vec<Text> = records
+            .iter()
+            .map(|r| {
+                if let Ok(s) = r.extract::<PyBackedStr>() {
+                    Text::Str(s)
+                } else if let Ok(b) = r.extract::<PyBackedBytes>() {
+                    Text::Bytes(b)
+                } else {
+                    Text::Other
+                }
+            })
+            .collect();
+        let pipeline = &self.pipeline;
+        let results: Vec<(Result<Outcome, Bad>, Vec<u8>)> = py.detach(|| {
+            self.pool.install(|| {
+                texts
+                    .par_iter()
+                    .map(|t| {
+                        let mut out = Vec::new();
+                        let text = match t {
+                            Text::Str(s) => Ok(&**s),
+                            Text::Bytes(b) => std::str::from_utf8(b).map_err(|e| format!("not valid UTF-8: {e}")),
+                            Text::Other => Err("a record must be JSON text (str or bytes)".to_owned()),
+                        };
+                        let result = text
+                            .map_err(|reason| Bad {
+                                path: String::new(),
+                                reason,
+                            })
+                            .and_then(|text| process(pipeline, text, &mut out));
+                        (result, out)
+                    })
+                    .collect()
+            })
+        });
+        let mut totals = Totals::default();
+        let mut outputs = Vec::with_capacity(results.len());
+        let mut tokens = Vec::with_capacity(results.len());
+        let mut bad = Vec::new();
+        for (i, (result, out)) in results.into_iter().enumerate() {
+            match result {
+                Ok(outcome) => {
+                    totals.add(&outcome);
+                    totals.bytes_out += out.len() as u64;
+                    outputs.push(Some(PyBytes::new(py, &out)));
+                    tokens.push(outcome.tokens);
+                }
+                Err(b) => {
+                    totals.bad += 1;
+                    bad.push((i, b.path, b.reason));
+                    outputs.push(None);
+                    tokens.push(Vec::new());
+                }
+            }
+        }
+        Ok((outputs, tokens, bad, totals_dict(py, &totals)?))
+    }
+
+    /// Start a streamed run of the JSONL file `input` into `output` (and bad records into
+    /// `errors`); drive it with `JsonlRun.step`.
+    #[pyo3(signature = (input, output, errors = None, chunk_bytes = 8 << 20))]
+    fn open_jsonl(
+        &self,
+        input: PathBuf,
+        output: PathBuf,
+        errors: Option<PathBuf>,
+        chunk_bytes: usize,
+    ) -> PyResult<JsonlRun> {
+        let run = CoreRun::open(self.pipeline.clone(), &input, &output, errors.as_deref(), chunk_bytes)?;
+        Ok(JsonlRun {
+            run: Mutex::new(Some(run)),
+            pool: self.pool.clone(),
+        })
+    }
+}
+
+/// A streamed JSONL run: `step()` processes the next chunk (GIL released) until it returns False;
+/// `finish()` renames the output into place; `close()` (or dropping the run) discards it.
+#[pyclass(frozen, module = "memci._core", name = "JsonlRun")]
+pub struct JsonlRun {
+    run: Mutex<Option<CoreRun>>,
+    pool: Arc<ThreadPool>,
+}
+
+impl JsonlRun {
+    fn with<T>(&self, f: impl FnOnce(&mut CoreRun) -> PyResult<T>) -> PyResult<T> {
+        let mut guard = self.run.lock();
+        let run = guard
+            .as_mut()
+            .ok_or_else(|| invalid("batch: this run is finished or closed".into()))?;
+        f(run)
+    }
+}
+
+#[pymethods]
+impl JsonlRun {
+    /// Process the next chunk; False once the input is exhausted.
+    fn step(&self, py: Python<'_>) -> PyResult<bool> {
+        let pool = self.pool.clone();
+        py.detach(|| self.with(|run| Ok(run.step(&pool)?)))
+    }
+
+    /// `(bytes_read, bytes_total, records)` so far.
+    fn progress(&self) -> PyResult<(u64, u64, u64)> {
+        self.with(|run| {
+            let p = run.progress();
+            Ok((p.bytes_read, p.bytes_total, p.records))
+        })
+    }
+
+    /// The totals so far.
+    fn totals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let totals = self.with(|run| Ok(run.totals().clone()))?;
+        totals_dict(py, &totals)
+    }
+
+    /// Flush and rename the output (and errors) into place; returns the totals.
+    fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let totals = py.detach(|| self.with(|run| Ok(run.finish()?)))?;
+        *self.run.lock() = None;
+        totals_dict(py, &totals)
+    }
+
+    /// Discard the run: its temporary files are removed and nothing is renamed.
+    fn close(&self, py: Python<'_>) {
+        let run = self.run.lock().take();
+        py.detach(|| drop(run));
+    }
+}

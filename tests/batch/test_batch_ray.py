@@ -1,0 +1,74 @@
+"""The pipeline on a local Ray (started here, shut down after): map_batches with BatchMapper on
+Arrow and pandas batches, and the JSONL and Parquet runs of memci.integrations.ray, all equal to
+the iterable path."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from batch_helpers import PIPELINES, reference
+from memci import batch
+from tool_histories import ANTHROPIC, OPENAI
+
+ray = pytest.importorskip("ray")
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+from memci.integrations.ray import BatchMapper, run  # noqa: E402
+
+pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("ignore")]
+
+STEPS = PIPELINES["sanitize_trim_count"]
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def dataset(n: int) -> list[list[dict[str, Any]]]:
+    out = []
+    for i in range(n):
+        fmt = OPENAI if i % 2 else ANTHROPIC
+        conversation = [fmt.system(), fmt.user(f"q{i} " * (i % 9)), fmt.calls(f"c{i}")]
+        if i % 4:
+            conversation += fmt.results(f"c{i}")
+        out.append([*conversation, fmt.reply("done " * (i % 5))])
+    return out
+
+
+def expected(data: list[Any]) -> list[Any]:
+    return [reference(c, STEPS)[0] for c in data]
+
+
+@pytest.mark.usefixtures("local_ray")
+@pytest.mark.parametrize("batch_format", ["pyarrow", "pandas"])
+def test_map_batches_matches_the_local_pipeline(batch_format: str) -> None:
+    data = dataset(40)
+    ds = ray.data.from_items([{"id": i, "messages": json.dumps(c)} for i, c in enumerate(data)])
+    out = ds.map_batches(BatchMapper(STEPS), batch_format=batch_format, batch_size=7).take_all()
+    got = {row["id"]: json.loads(row["messages"]) for row in out}
+    assert [got[i] for i in range(len(data))] == expected(data)
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_jsonl_and_parquet_runs_on_ray(tmp_path: Path) -> None:
+    data = dataset(30)
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps(c) + "\n" for c in data), encoding="utf-8")
+    target = tmp_path / "out.jsonl"
+    summary = run(batch.Pipeline(STEPS), source, target)
+    assert summary.conversations == len(data)
+    assert [json.loads(x) for x in target.read_text(encoding="utf-8").splitlines()] == expected(data)
+    parquet_in, parquet_out = tmp_path / "in.parquet", tmp_path / "out"
+    pq.write_table(pa.table({"id": list(range(30)), "messages": [json.dumps(c) for c in data]}), parquet_in)
+    run(batch.Pipeline(STEPS), parquet_in, parquet_out)
+    table = pq.read_table(parquet_out).sort_by("id")
+    assert [json.loads(x) for x in table.column("messages").to_pylist()] == expected(data)
