@@ -6,6 +6,7 @@ import copy
 import io
 import json
 import pickle
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -182,3 +183,39 @@ def test_round_trip_keeps_marks_on_hidden_messages() -> None:
     restored = MessageArray.from_json(arr.to_json())
     restored.rollback(0)
     assert contents(restored.marked("pin")) == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("number", "words"),
+    [
+        ("1e400", "is not a finite float"),
+        ("9" * 5000, "an integer of 5000 digits"),
+        ("-1E999", "is not a finite float"),
+    ],
+    ids=["float overflow", "5000-digit int", "negative overflow"],
+)
+def test_regression_from_json_refuses_numbers_append_refuses(number: str, words: str) -> None:
+    """from_json took 1e400 (stored as infinity, written back as null) and 5,000-digit ints (after
+    which every read raised)."""
+    text = json.loads(worked().to_json())
+    text["messages"][0]["metadata"] = {"n": 0}
+    raw = json.dumps(text).replace('"metadata": {"n": 0}', '"metadata": {"n": ' + number + "}")
+    with pytest.raises(InvalidMessageError, match=re.escape(words)) as caught:
+        MessageArray.from_json(raw)
+    assert "messages[0].metadata.n" in str(caught.value)
+
+
+def test_regression_an_int_subclass_is_stored_as_the_plain_int() -> None:
+    """An int subclass with its own __str__ made to_json write invalid JSON."""
+
+    class Odd(int):
+        def __str__(self) -> str:
+            return "not a number"
+
+    big = Odd(10**30)
+    arr = MessageArray([{"role": "user", "content": "x", "n": big, "m": Odd(3)}])
+    text = arr.to_json()
+    assert json.loads(text)["messages"][0]["n"] == 10**30
+    restored = MessageArray.from_json(text)
+    assert restored[0] == {"role": "user", "content": "x", "n": 10**30, "m": 3}
+    assert type(restored[0]["n"]) is int

@@ -143,7 +143,16 @@ fn encode_int(i: &Bound<'_, PyInt>, e: &mut Encoder<'_>) -> Result<(), Failure> 
     if let Ok(v) = i.extract::<i64>() {
         e.int(v);
     } else {
-        let text = i.str().map_err(|err| Failure::new(err.to_string()))?;
+        // An int subclass is stored as the plain int it is: its own __str__ may print anything.
+        let plain = if i.is_exact_instance_of::<PyInt>() {
+            i.clone().into_any()
+        } else {
+            i.py()
+                .get_type::<PyInt>()
+                .call1((i,))
+                .map_err(|err| Failure::new(err.to_string()))?
+        };
+        let text = plain.str().map_err(|err| Failure::new(err.to_string()))?;
         e.big_int(text.to_str().map_err(|err| Failure::new(err.to_string()))?);
     }
     Ok(())

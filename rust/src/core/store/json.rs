@@ -110,6 +110,7 @@ impl Store {
         let mut arena = Arena::default();
         let mut buf = Vec::new();
         for (i, (m, t)) in messages.iter().zip(timestamps).enumerate() {
+            numbers_within_limits(m, &format!("messages[{i}]"))?;
             buf.clear();
             encode_json(&mut Encoder::new(&mut buf), m);
             let facts = message::check(ValueRef::new(&buf))
@@ -167,6 +168,39 @@ impl Store {
             tool_description,
             ..Store::default()
         })
+    }
+}
+
+/// Python refuses to read or print an int of more digits than this (`sys.int_info`), so a stored
+/// message holding one could never be read back.
+const MAX_INT_DIGITS: usize = 4300;
+
+/// The rule `append` applies to numbers, applied to a loaded message: finite floats, and ints Python
+/// can read (a state written by hand may hold `1e400`, which would load as infinity).
+fn numbers_within_limits(value: &Json, place: &str) -> Result<()> {
+    match value {
+        Json::Number(n) => {
+            let text = n.to_string();
+            if text.contains(['.', 'e', 'E']) {
+                if !text.parse::<f64>().is_ok_and(f64::is_finite) {
+                    return Err(Error::message(place, format!("{text} is not a finite float")));
+                }
+            } else if text.trim_start_matches('-').len() > MAX_INT_DIGITS {
+                return Err(Error::message(
+                    place,
+                    format!("an integer of {} digits is more than Python reads", text.len()),
+                ));
+            }
+            Ok(())
+        }
+        Json::Array(items) => items
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, v)| numbers_within_limits(v, &format!("{place}[{i}]"))),
+        Json::Object(map) => map
+            .iter()
+            .try_for_each(|(k, v)| numbers_within_limits(v, &format!("{place}.{k}"))),
+        _ => Ok(()),
     }
 }
 
