@@ -30,6 +30,8 @@ __all__ = [
     "Commit",
     "JsonStore",
     "check_index",
+    "check_stored",
+    "commit_of",
     "decode_page",
     "decode_state",
     "encode_page",
@@ -257,6 +259,31 @@ def same_content(stored_text: str | bytes, page: dict[str, Any]) -> bool:
     return _dumps(stored, canonical=True) == _dumps(page, canonical=True)
 
 
+def commit_of(state: Any, pages: Iterable[Any]) -> Commit:
+    """The :class:`Commit` of a save of ``state`` with ``pages``, checked and encoded: every page
+    must be at or below the state's ``pages_through``. O(size of both)."""
+    text = encode_state(state)
+    pages_through = state.get("pages_through", 0)
+    encoded = []
+    for page in pages:
+        index = check_index(page.get("index") if type(page) is dict else None)
+        if index > pages_through:
+            raise StorageError(
+                f"state: page {index} is saved with it but pages_through is {pages_through}", f"page {index}"
+            )
+        encoded.append((index, encode_page(index, page), page))
+    encoded.sort(key=lambda item: item[0])
+    return Commit(text, state.get("revision"), pages_through, tuple(encoded))
+
+
+def check_stored(existing: str | bytes | None, page: dict[str, Any], where: Callable[[], str]) -> None:
+    """After a write-once insert of ``page``: :class:`StorageError` naming ``where()`` if the index
+    already held ``existing`` with other content (the same content is a no-op)."""
+    if existing is not None and not same_content(existing, page):
+        place = where()
+        raise StorageError(f"{place}: already stored with other content", place)
+
+
 class JsonStore:
     """Base of the stores: the shared rules over five text primitives. Thread-safe: one lock."""
 
@@ -314,12 +341,8 @@ class JsonStore:
         check_index(index)
         text = encode_page(index, page)
 
-        def work() -> None:
-            existing = self._insert_page_text(index, text)
-            if existing is not None and not same_content(existing, page):
-                raise StorageError(f"{self._where(index)}: already stored with other content", self._where(index))
-
-        self._locked(work)
+        existing = self._locked(lambda: self._insert_page_text(index, text))
+        check_stored(existing, page, lambda: self._where(index))
 
     def get_page(self, index: int) -> dict[str, Any] | None:
         """The page stored under ``index`` (a new dict), or None. O(size of the page)."""
@@ -341,18 +364,7 @@ class JsonStore:
         another one a :class:`StorageError`); a stored page above the stored state's
         ``pages_through`` is an orphan of a run that died before saving, and is replaced.
         """
-        text = encode_state(state)
-        pages_through = state.get("pages_through", 0)
-        encoded = []
-        for page in pages:
-            index = check_index(page.get("index") if type(page) is dict else None)
-            if index > pages_through:
-                raise StorageError(
-                    f"state: page {index} is saved with it but pages_through is {pages_through}", f"page {index}"
-                )
-            encoded.append((index, encode_page(index, page), page))
-        encoded.sort(key=lambda item: item[0])
-        commit = Commit(text, state.get("revision"), pages_through, tuple(encoded))
+        commit = commit_of(state, pages)
         self._locked(lambda: self._commit(commit))
 
     def load_state(self) -> dict[str, Any] | None:

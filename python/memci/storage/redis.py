@@ -28,12 +28,103 @@ from memci.storage.json_store import Commit, JsonStore
 if TYPE_CHECKING:
     import redis
 
-__all__ = ["SCHEMA_VERSION", "RedisStorage"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "RedisStorage",
+    "client_place",
+    "open_client",
+    "page_indices_of",
+    "queue_commit",
+    "redis_keys",
+    "schema_version_of",
+    "stored_marks",
+]
 
 #: The layout version written under ``PREFIX schema``; a newer one is refused, version 1 upgraded.
 SCHEMA_VERSION = 2
 
 T = TypeVar("T")
+
+#: The names of a store's keys, each under the prefix.
+KEY_NAMES = ("schema", "pages", "state", "meta")
+
+
+def redis_keys(prefix: str) -> dict[str, str]:
+    """The keys of the store under ``prefix``, by name (:data:`KEY_NAMES`)."""
+    if not isinstance(prefix, str):
+        raise StorageError(f"prefix must be a str, got {type(prefix).__name__}", "prefix")
+    return {name: f"{prefix}{name}" for name in KEY_NAMES}
+
+
+def open_client(target: object, kind: Any, store: str, other: tuple[Any, str]) -> tuple[Any, bool]:
+    """The client of a store and whether the store owns it: a URL opens a new ``kind`` client (owned);
+    a ``kind`` client is shared. Anything else is a :class:`StorageError`, pointing a client of the
+    ``other`` kind to the store that takes it (``other``: that client class, that store's name)."""
+    if isinstance(target, str):
+        try:
+            return kind.from_url(target), True
+        except ValueError as e:
+            raise StorageError(f"{target!r}: not a Redis URL: {e}", target) from None
+    if isinstance(target, kind):
+        return target, False
+    hint = (
+        f" (for a {other[0].__module__}.{other[0].__name__} client use {other[1]})"
+        if isinstance(target, other[0])
+        else ""
+    )
+    raise StorageError(
+        f"{store}: target must be a Redis URL or a {kind.__module__}.{kind.__name__} client, "
+        f"got {type(target).__name__}{hint}",
+        "target",
+    )
+
+
+def client_place(client: Any) -> str:
+    """Where a Redis client connects (``host:port/db`` or a socket path), for messages."""
+    pool: Any = getattr(client, "connection_pool", None)
+    kwargs = getattr(pool, "connection_kwargs", {}) if pool is not None else {}
+    return str(kwargs.get("path") or f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}")
+
+
+def schema_version_of(raw: object, key: str, where: str) -> int:
+    """The schema version stored under ``key`` as ``raw``; :class:`StorageError` if it is not one
+    this memci reads."""
+    try:
+        version: int = int(raw)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise StorageError(f"{where}: {key} holds {raw!r}, not a memci schema version", key) from None
+    if version > SCHEMA_VERSION:
+        raise StorageError(
+            f"{where}: written by a newer memci (schema {version}, this one reads {SCHEMA_VERSION})", key
+        )
+    return version
+
+
+def page_indices_of(fields: list[Any]) -> list[int]:
+    """The page indices among the fields of the pages hash (others are ignored), ascending."""
+    found = []
+    for field in fields:
+        name = field.decode("ascii", "replace") if isinstance(field, bytes) else str(field)
+        if name.isdecimal() and name.isascii() and str(int(name)) == name and int(name) > 0:
+            found.append(int(name))
+    return sorted(found)
+
+
+def stored_marks(raw: list[Any], key: str, where: str) -> tuple[int, int]:
+    """The stored revision and ``pages_through`` read from the meta hash (0 where absent)."""
+    try:
+        return (int(raw[0] or 0), int(raw[1] or 0))
+    except ValueError:
+        raise StorageError(f"{where}: {key} holds {raw!r}, not a revision and a page mark", key) from None
+
+
+def queue_commit(pipe: Any, keys: dict[str, str], commit: Commit, writes: list[tuple[int, str]]) -> None:
+    """Queue the writes of ``commit`` on a pipeline in ``MULTI``: the pages, the state, the meta."""
+    for index, text in writes:
+        pipe.hset(keys["pages"], str(index), text)
+    pipe.set(keys["state"], commit.state_text)
+    pipe.hset(keys["meta"], "revision", commit.revision or 0)
+    pipe.hset(keys["meta"], "pages_through", commit.pages_through)
 
 
 class RedisStorage(JsonStore):
@@ -55,21 +146,15 @@ class RedisStorage(JsonStore):
             import redis
         except ImportError as e:
             raise ImportError("RedisStorage needs the redis package: pip install 'memci[redis]'") from e
-        if not isinstance(prefix, str):
-            raise StorageError(f"prefix must be a str, got {type(prefix).__name__}", "prefix")
+        self._keys = redis_keys(prefix)
         self.prefix = prefix
         self._errors: tuple[type[Exception], ...] = (redis.RedisError,)
         self._watch_error: type[Exception] = redis.WatchError
-        if isinstance(target, str):
-            try:
-                self._client = redis.Redis.from_url(target)
-            except ValueError as e:
-                raise StorageError(f"{target!r}: not a Redis URL: {e}", target) from None
-            self._owns_client = True
-        else:
-            self._client = target
-            self._owns_client = False
-        self._keys = {name: f"{prefix}{name}" for name in ("schema", "pages", "state", "meta")}
+        import redis.asyncio
+
+        self._client, self._owns_client = open_client(
+            target, redis.Redis, "RedisStorage", (redis.asyncio.Redis, "memci.storage.AsyncRedisStorage")
+        )
         try:
             self._check_schema()
         except BaseException:
@@ -86,25 +171,15 @@ class RedisStorage(JsonStore):
         key = self._keys["schema"]
         self._call("cannot reach Redis", lambda: self._client.set(key, SCHEMA_VERSION, nx=True))
         raw = self._call("cannot read the schema", lambda: self._client.get(key))
-        try:
-            version = int(raw)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise StorageError(f"{self!r}: {key} holds {raw!r}, not a memci schema version", key) from None
-        if version > SCHEMA_VERSION:
-            raise StorageError(
-                f"{self!r}: written by a newer memci (schema {version}, this one reads {SCHEMA_VERSION})", key
-            )
-        if version == 1:  # every page schema 1 wrote was written at once: take them all as committed
+        # Every page schema 1 wrote was written at once: take them all as committed.
+        if schema_version_of(raw, key, repr(self)) == 1:
             mark = max(self._list_page_indices(), default=0)
             meta_key = self._keys["meta"]
             self._call("cannot upgrade the store", lambda: self._client.hset(meta_key, "pages_through", mark))
             self._call("cannot upgrade the store", lambda: self._client.set(key, SCHEMA_VERSION))
 
     def __repr__(self) -> str:
-        pool: Any = getattr(self._client, "connection_pool", None)
-        kwargs = getattr(pool, "connection_kwargs", {}) if pool is not None else {}
-        where = kwargs.get("path") or f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
-        return f"RedisStorage({where!r}, prefix={self.prefix!r})"
+        return f"RedisStorage({client_place(self._client)!r}, prefix={self.prefix!r})"
 
     def _where(self, index: int | None = None) -> str:
         return f"{self!r}: " + ("state" if index is None else f"page {index}")
@@ -128,25 +203,12 @@ class RedisStorage(JsonStore):
     def _list_page_indices(self) -> list[int]:
         key = self._keys["pages"]
         fields: list[str | bytes] = self._call("cannot list the pages", lambda: self._client.hkeys(key))
-        found = []
-        for field in fields:
-            name = field.decode("ascii", "replace") if isinstance(field, bytes) else field
-            if name.isdecimal() and name.isascii() and str(int(name)) == name and int(name) > 0:
-                found.append(int(name))
-        return sorted(found)
+        return page_indices_of(fields)
 
     def _read_state_text(self) -> str | bytes | None:
         key = self._keys["state"]
         text: str | bytes | None = self._call("cannot read the state", lambda: self._client.get(key))
         return text
-
-    def _stored_meta(self, client: Any) -> tuple[int, int]:
-        raw = client.hmget(self._keys["meta"], "revision", "pages_through")
-        try:
-            return (int(raw[0] or 0), int(raw[1] or 0))
-        except ValueError:
-            place = self._keys["meta"]
-            raise StorageError(f"{self!r}: {place} holds {raw!r}, not a revision and a page mark", place) from None
 
     def _commit(self, commit: Commit) -> None:
         pages, state, meta = self._keys["pages"], self._keys["state"], self._keys["meta"]
@@ -156,17 +218,14 @@ class RedisStorage(JsonStore):
                 while True:
                     try:
                         pipe.watch(pages, state, meta)  # type: ignore[no-untyped-call]
-                        stored_revision, stored_mark = self._stored_meta(pipe)
+                        raw = pipe.hmget(meta, "revision", "pages_through")
+                        stored_revision, stored_mark = stored_marks(raw, meta, repr(self))
                         commit.check(stored_revision, self._where)
                         writes = commit.pages_to_write(
                             stored_mark, lambda index: pipe.hget(pages, str(index)), self._where
                         )
                         pipe.multi()
-                        for index, text in writes:
-                            pipe.hset(pages, str(index), text)
-                        pipe.set(state, commit.state_text)
-                        pipe.hset(meta, "revision", commit.revision or 0)
-                        pipe.hset(meta, "pages_through", commit.pages_through)
+                        queue_commit(pipe, self._keys, commit, writes)
                         pipe.execute()
                         return
                     except self._watch_error:

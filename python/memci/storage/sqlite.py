@@ -30,7 +30,7 @@ from urllib.parse import quote
 from memci.errors import StorageError
 from memci.storage.json_store import Commit, JsonStore
 
-__all__ = ["SCHEMA_VERSION", "SqliteStorage"]
+__all__ = ["SCHEMA_VERSION", "SqliteStorage", "check_options", "connection_uri", "place_in", "state_row", "stored_text"]
 
 #: The layout version written into ``memci_schema``; a newer one is refused, an older one upgraded.
 SCHEMA_VERSION = 2
@@ -57,7 +57,39 @@ _UPGRADE_FROM_1 = (
     "UPDATE memci_schema SET version = 2",
 )
 
+# The statements of the stores' reads and writes, shared with memci.storage.async_sqlite (parameters:
+# the namespace first, then the page index, the body, or the revision and mark).
+SELECT_PAGE = "SELECT body FROM memci_pages WHERE namespace = ? AND page_index = ?"
+INSERT_PAGE_ONCE = "INSERT INTO memci_pages (namespace, page_index, body) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+REPLACE_PAGE = (
+    "INSERT INTO memci_pages (namespace, page_index, body) VALUES (?, ?, ?) "
+    "ON CONFLICT DO UPDATE SET body = excluded.body"
+)
+LIST_PAGES = "SELECT page_index FROM memci_pages WHERE namespace = ? ORDER BY page_index"
+SELECT_STATE = "SELECT body FROM memci_state WHERE namespace = ?"
+SELECT_MARKS = "SELECT revision, pages_through FROM memci_state WHERE namespace = ?"
+REPLACE_STATE = (
+    "INSERT INTO memci_state (namespace, revision, pages_through, body) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (namespace) DO UPDATE SET revision = excluded.revision, "
+    "pages_through = excluded.pages_through, body = excluded.body"
+)
+
 T = TypeVar("T")
+
+
+def check_options(path: str | os.PathLike[str], namespace: object, synchronous: object) -> None:
+    """:class:`StorageError` naming the option if ``namespace`` or ``synchronous`` is not one."""
+    if synchronous not in ("FULL", "NORMAL"):
+        raise StorageError(f"synchronous must be 'FULL' or 'NORMAL', got {synchronous!r}", str(path))
+    if not isinstance(namespace, str) or not _encodable(namespace):
+        raise StorageError(f"namespace must be a str, got {namespace!r}", "namespace")
+
+
+def connection_uri(path: Path, read_only: bool) -> str:
+    """The URI SQLite opens ``path`` by: always built from the path, so that a name such as
+    ``file:x?mode=memory`` is a file of that name and never SQLite URI syntax (which would keep
+    everything in memory)."""
+    return f"file:{quote(str(path.absolute()))}?mode={'ro' if read_only else 'rwc'}"
 
 
 class SqliteStorage(JsonStore):
@@ -87,18 +119,13 @@ class SqliteStorage(JsonStore):
         timeout: float = 30.0,
     ) -> None:
         super().__init__()
-        if synchronous not in ("FULL", "NORMAL"):
-            raise StorageError(f"synchronous must be 'FULL' or 'NORMAL', got {synchronous!r}", str(path))
-        if not isinstance(namespace, str) or not _encodable(namespace):
-            raise StorageError(f"namespace must be a str, got {namespace!r}", "namespace")
+        check_options(path, namespace, synchronous)
         self.path = Path(path)
         self.namespace = namespace
         self.read_only = read_only
         if read_only and not self.path.is_file():
             raise StorageError(f"{self.path}: no such database file", str(self.path))
-        # Always a URI built from the path, so that a name such as "file:x?mode=memory" is a file of
-        # that name and never SQLite URI syntax (which would keep everything in memory).
-        target = f"file:{quote(str(self.path.absolute()))}?mode={'ro' if read_only else 'rwc'}"
+        target = connection_uri(self.path, read_only)
         with self._errors("cannot open the database"):
             self._conn = sqlite3.connect(
                 target, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False
@@ -179,18 +206,14 @@ class SqliteStorage(JsonStore):
             raise StorageError(f"{self.path}: opened read-only", str(self.path))
 
     def _where(self, index: int | None = None) -> str:
-        namespace = f"[{self.namespace}]" if self.namespace else ""
-        return f"{self.path}{namespace}: " + ("state" if index is None else f"page {index}")
+        return place_in(self.path, self.namespace, index)
 
     def _insert_page_text(self, index: int, text: str) -> str | None:
         self._writable()
         with self._errors(f"cannot write page {index}"):
 
             def work() -> str | None:
-                cursor = self._conn.execute(
-                    "INSERT INTO memci_pages (namespace, page_index, body) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                    (self.namespace, index, text),
-                )
+                cursor = self._conn.execute(INSERT_PAGE_ONCE, (self.namespace, index, text))
                 if cursor.rowcount == 1:
                     return None
                 existing: str | None = self._page_body(index)
@@ -199,9 +222,7 @@ class SqliteStorage(JsonStore):
             return self._transaction(work)
 
     def _page_body(self, index: int) -> Any:
-        row = self._conn.execute(
-            "SELECT body FROM memci_pages WHERE namespace = ? AND page_index = ?", (self.namespace, index)
-        ).fetchone()
+        row = self._conn.execute(SELECT_PAGE, (self.namespace, index)).fetchone()
         return None if row is None else row[0]
 
     def _read_page_text(self, index: int) -> str | bytes | None:
@@ -209,43 +230,27 @@ class SqliteStorage(JsonStore):
             body = self._page_body(index)
         except sqlite3.Error as e:
             raise StorageError(f"{self.path}: cannot read page {index}: {e}", str(self.path)) from e
-        return None if body is None else _text(body, lambda: self._where(index))
+        return None if body is None else stored_text(body, lambda: self._where(index))
 
     def _list_page_indices(self) -> list[int]:
         with self._errors("cannot list the pages"):
-            return [
-                row[0]
-                for row in self._conn.execute(
-                    "SELECT page_index FROM memci_pages WHERE namespace = ? ORDER BY page_index", (self.namespace,)
-                )
-            ]
+            return [row[0] for row in self._conn.execute(LIST_PAGES, (self.namespace,))]
 
     def _read_state_text(self) -> str | bytes | None:
         with self._errors("cannot read the state"):
-            row = self._conn.execute("SELECT body FROM memci_state WHERE namespace = ?", (self.namespace,)).fetchone()
-        return None if row is None else _text(row[0], self._where)
+            row = self._conn.execute(SELECT_STATE, (self.namespace,)).fetchone()
+        return None if row is None else stored_text(row[0], self._where)
 
     def _commit(self, commit: Commit) -> None:
         self._writable()
 
         def work() -> None:
-            row = self._conn.execute(
-                "SELECT revision, pages_through FROM memci_state WHERE namespace = ?", (self.namespace,)
-            ).fetchone()
+            row = self._conn.execute(SELECT_MARKS, (self.namespace,)).fetchone()
             stored_revision, stored_mark = (0, 0) if row is None else row
             commit.check(stored_revision, self._where)
             for index, text in commit.pages_to_write(stored_mark, self._read_page_text, self._where):
-                self._conn.execute(
-                    "INSERT INTO memci_pages (namespace, page_index, body) VALUES (?, ?, ?) "
-                    "ON CONFLICT DO UPDATE SET body = excluded.body",
-                    (self.namespace, index, text),
-                )
-            self._conn.execute(
-                "INSERT INTO memci_state (namespace, revision, pages_through, body) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (namespace) DO UPDATE SET revision = excluded.revision, "
-                "pages_through = excluded.pages_through, body = excluded.body",
-                (self.namespace, commit.revision or 0, commit.pages_through, commit.state_text),
-            )
+                self._conn.execute(REPLACE_PAGE, (self.namespace, index, text))
+            self._conn.execute(REPLACE_STATE, state_row(self.namespace, commit))
 
         with self._errors("cannot save the state"):
             self._transaction(work)
@@ -276,7 +281,18 @@ def _encodable(text: str) -> bool:
     return True
 
 
-def _text(body: object, where: Callable[[], str]) -> str | bytes:
+def place_in(path: Path, namespace: str, index: int | None) -> str:
+    """Where page ``index`` (or the state, for None) of ``namespace`` lives, for error messages."""
+    shown_namespace = f"[{namespace}]" if namespace else ""
+    return f"{path}{shown_namespace}: " + ("state" if index is None else f"page {index}")
+
+
+def state_row(namespace: str, commit: Commit) -> tuple[str, int, int, str]:
+    """The parameters of :data:`REPLACE_STATE` for ``commit``."""
+    return (namespace, commit.revision or 0, commit.pages_through, commit.state_text)
+
+
+def stored_text(body: object, where: Callable[[], str]) -> str | bytes:
     if isinstance(body, (str, bytes)):
         return body
     place = where()

@@ -1,0 +1,44 @@
+"""The async protocol of the stores: :class:`AsyncStorage`, the :class:`~memci.storage.Storage`
+protocol with every method a coroutine, for agents that run on asyncio.
+
+Three kinds implement it: :class:`~memci.storage.AsyncSqliteStorage` (``aiosqlite``; the file format
+of :class:`~memci.SqliteStorage`), :class:`~memci.storage.AsyncRedisStorage` (``redis.asyncio``; the
+keys of :class:`~memci.RedisStorage`) and :class:`~memci.storage.ThreadedStorage`, which runs any
+sync store in a thread. Pages, states, the write-once rule and the revision compare-and-set are the
+sync protocol's, exactly. Semantics and guarantees: ``docs/storage.md``, "Async".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["AsyncStorage"]
+
+
+@runtime_checkable
+class AsyncStorage(Protocol):
+    """Archived pages (each written once) and the whole system state (replaced atomically), awaited.
+
+    ``isinstance`` checks only that the methods exist (a sync store has them too): to tell the two
+    apart, ``inspect.iscoroutinefunction(store.save_state)``."""
+
+    async def put_page(self, index: int, page: dict[str, Any]) -> None:
+        """Store an archived page under ``index`` (a positive int), once."""
+
+    async def get_page(self, index: int) -> dict[str, Any] | None:
+        """The page stored under ``index``, or None."""
+
+    async def page_indices(self) -> list[int]:
+        """The indices of the stored pages, ascending."""
+
+    async def save_state(self, state: dict[str, Any], pages: Iterable[dict[str, Any]] = ()) -> None:
+        """Write ``pages`` and replace the whole system state, as one atomic commit; a compare-and-set
+        on ``state["revision"]`` when it has one (:class:`~memci.ConflictError` over any revision
+        but ``revision - 1``, nothing written)."""
+
+    async def load_state(self) -> dict[str, Any] | None:
+        """The last state saved, or None."""
+
+    async def close(self) -> None:
+        """Release the store."""
