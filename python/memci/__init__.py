@@ -42,21 +42,45 @@ if TYPE_CHECKING:
     from memci import context as context
     from memci import formats
     from memci import storage as storage
+    from memci.context.async_summary import AsyncSummarizer
+    from memci.context.async_system import AsyncContextSystem
     from memci.context.contents import ArchivePolicy, ContentsEntry, DroppedEntry, PageListing, RoundResult
     from memci.context.page import Entry, Page
     from memci.context.search import PageSearch, SearchHit
     from memci.context.summary import CallableSummarizer, ExtractiveSummarizer, PageSummary, Summarizer
     from memci.context.system import ContextSystem
-    from memci.storage import DirectoryStorage, MemoryStorage, RedisStorage, SqliteStorage, Storage
+    from memci.storage import (
+        AsyncRedisStorage,
+        AsyncSqliteStorage,
+        AsyncStorage,
+        DirectoryStorage,
+        MemoryStorage,
+        RedisStorage,
+        SqliteStorage,
+        Storage,
+        ThreadedStorage,
+    )
 
 #: The names of the wings, by the module that defines them: imported on first use.
 _WINGS = {
+    "memci.context.async_summary": ("AsyncSummarizer",),
+    "memci.context.async_system": ("AsyncContextSystem",),
     "memci.context.contents": ("ArchivePolicy", "ContentsEntry", "DroppedEntry", "PageListing", "RoundResult"),
     "memci.context.page": ("Entry", "Page"),
     "memci.context.search": ("PageSearch", "SearchHit"),
     "memci.context.summary": ("CallableSummarizer", "ExtractiveSummarizer", "PageSummary", "Summarizer"),
     "memci.context.system": ("ContextSystem",),
-    "memci.storage": ("DirectoryStorage", "MemoryStorage", "RedisStorage", "SqliteStorage", "Storage"),
+    "memci.storage": (
+        "AsyncRedisStorage",
+        "AsyncSqliteStorage",
+        "AsyncStorage",
+        "DirectoryStorage",
+        "MemoryStorage",
+        "RedisStorage",
+        "SqliteStorage",
+        "Storage",
+        "ThreadedStorage",
+    ),
 }
 _LAZY = {name: module for module, names in _WINGS.items() for name in names}
 _LAZY_MODULES = ("context", "formats", "storage")
@@ -86,6 +110,11 @@ logging.getLogger("memci").addHandler(logging.NullHandler())
 
 __all__ = [
     "ArchivePolicy",
+    "AsyncContextSystem",
+    "AsyncRedisStorage",
+    "AsyncSqliteStorage",
+    "AsyncStorage",
+    "AsyncSummarizer",
     "BatchError",
     "BatchSnapshot",
     "CallableSummarizer",
@@ -121,6 +150,7 @@ __all__ = [
     "StorageError",
     "Summarizer",
     "SummaryError",
+    "ThreadedStorage",
     "TokenUsage",
     "Usage",
     "UsageRecord",

@@ -10,6 +10,7 @@ the function itself as ``summarizer=``).
 
 from __future__ import annotations
 
+import inspect
 import re
 import unicodedata
 from collections.abc import Callable
@@ -28,6 +29,7 @@ __all__ = [
     "as_summarizer",
     "cut",
     "entry_text",
+    "is_coroutine_callable",
     "said_and_calls",
 ]
 
@@ -214,11 +216,35 @@ def as_summarizer(value: Summarizer | Callable[[str], str] | None) -> Summarizer
     callable wrapped in :class:`CallableSummarizer`."""
     if value is None:
         return ExtractiveSummarizer()
+    if _is_async(value):
+        raise SummaryError(
+            f"summarizer {shown_name(value)} is async (async def): the sync ContextSystem cannot await it; "
+            "use memci.AsyncContextSystem, or a sync summarizer"
+        )
     if isinstance(value, Summarizer):
         return value
     if callable(value):
         return CallableSummarizer(value)
     raise SummaryError(f"summarizer must be a Summarizer, a str -> str callable or None, got {type(value).__name__}")
+
+
+def shown_name(value: object) -> str:
+    """A summarizer's name for messages: a function's name, else its type's."""
+    return str(getattr(value, "__name__", type(value).__name__))
+
+
+def is_coroutine_callable(value: object) -> bool:
+    """Whether calling ``value`` makes a coroutine: an ``async def`` function, or an object whose
+    ``__call__`` is one."""
+    call = type(value).__call__ if callable(value) and not inspect.isroutine(value) else None
+    return inspect.iscoroutinefunction(value) or inspect.iscoroutinefunction(call)
+
+
+def _is_async(value: object) -> bool:
+    """An ``async def`` callable, or an object with ``asummarize`` and no ``summarize``."""
+    if is_coroutine_callable(value):
+        return True
+    return callable(getattr(value, "asummarize", None)) and not callable(getattr(value, "summarize", None))
 
 
 def checked(summary: object, page: Page) -> PageSummary:

@@ -1,0 +1,336 @@
+"""The paged context system for asyncio agents: :class:`AsyncContextSystem`.
+
+It is a :class:`~memci.ContextSystem` driven from an event loop. Each call takes the system's
+:class:`asyncio.Lock` (coroutines on one system run one at a time, in the order they asked), then
+runs the sync system's method in a worker thread (a pool of the systems' own): summarising, token
+counting, search and the core's work never run on the loop. What the sync system would ask of its
+storage or its summarizer is brought back to the loop: a call of an :class:`~memci.storage.AsyncStorage`
+or an async summarizer (:mod:`~memci.context.async_summary`) is scheduled on the loop with
+``asyncio.run_coroutine_threadsafe`` and the worker thread waits for it; a sync store or summarizer
+is simply called in the worker thread. So every rule of the sync system holds as it is, with one
+implementation: the same pages, contents, rules, saves (one atomic commit, the revision
+compare-and-set and its :class:`~memci.ConflictError`) and states, byte for byte.
+
+Semantics and decisions: ``docs/context-system.md``, "Async".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import os
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal, TypeVar, overload
+
+from memci.context.async_summary import AsyncSummarizer, AsyncSummarizerFn, on_loop
+from memci.context.contents import ArchivePolicy, ContentsEntry, DroppedEntry, PageListing, RoundResult
+from memci.context.page import Message, Page
+from memci.context.search import SearchHit
+from memci.context.summary import Summarizer
+from memci.context.system import ContextSystem, ToolFormat
+from memci.errors import InvalidOperationError
+from memci.storage import AsyncStorage, Storage
+from memci.tokens import Counter
+
+__all__ = ["AnyStorage", "AnySummarizer", "AsyncContextSystem"]
+
+T = TypeVar("T")
+
+#: What ``summarizer=`` takes: an async summarizer (awaited on the loop) or a sync one (run in a thread).
+AnySummarizer = AsyncSummarizer | AsyncSummarizerFn | Summarizer | Callable[[str], str]
+#: What ``storage=`` takes: an async store (awaited on the loop) or a sync one (called in a thread).
+AnyStorage = AsyncStorage | Storage
+
+
+_workers: ThreadPoolExecutor | None = None
+_workers_lock = threading.Lock()
+
+
+def _worker_pool() -> ThreadPoolExecutor:
+    """The threads the systems' calls run in: a pool of their own, not the loop's default executor.
+    A call's thread waits for the loop to run the store's and summarizer's coroutines, and those may
+    use the default executor (``asyncio.to_thread``): on a shared pool, enough systems at once
+    would hold every thread, waiting for coroutines that wait for a thread."""
+    global _workers  # noqa: PLW0603 (made once, on first use)
+    with _workers_lock:
+        if _workers is None:
+            _workers = ThreadPoolExecutor(min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="memci-context")
+        return _workers
+
+
+class _Loop:
+    """The event loop the system's current call runs on, and the way back to it from the worker
+    thread that runs the sync system."""
+
+    __slots__ = ("loop",)
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on the loop and wait for its result (from a worker thread only)."""
+        loop = self.loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is None or running is loop or loop.is_closed():
+            coroutine.close()
+            raise InvalidOperationError(
+                "AsyncContextSystem: its async storage and summarizer are awaited only inside its own "
+                "coroutines (await the AsyncContextSystem's methods; do not reach its sync system)"
+            )
+        return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+
+
+class _OnLoopStorage:
+    """The sync :class:`~memci.storage.Storage` the worker thread sees: each call awaits the async
+    store's coroutine on the loop."""
+
+    __slots__ = ("loop", "store")
+
+    def __init__(self, store: AsyncStorage, loop: _Loop) -> None:
+        self.store = store
+        self.loop = loop
+
+    def put_page(self, index: int, page: dict[str, Any]) -> None:
+        self.loop.run(_awaited(self.store.put_page(index, page)))
+
+    def get_page(self, index: int) -> dict[str, Any] | None:
+        return self.loop.run(_awaited(self.store.get_page(index)))
+
+    def page_indices(self) -> list[int]:
+        return self.loop.run(_awaited(self.store.page_indices()))
+
+    def save_state(self, state: dict[str, Any], pages: Iterable[dict[str, Any]] = ()) -> None:
+        self.loop.run(_awaited(self.store.save_state(state, list(pages))))
+
+    def load_state(self) -> dict[str, Any] | None:
+        return self.loop.run(_awaited(self.store.load_state()))
+
+    def close(self) -> None:
+        self.loop.run(_awaited(self.store.close()))
+
+    def __repr__(self) -> str:
+        return repr(self.store)
+
+
+async def _awaited(awaitable: Awaitable[T]) -> T:
+    return await awaitable
+
+
+def _is_async_store(storage: object) -> bool:
+    return inspect.iscoroutinefunction(getattr(storage, "save_state", None))
+
+
+class AsyncContextSystem:
+    """An agent's paged context window for asyncio: :class:`~memci.ContextSystem`'s semantics, with
+    every method that does work a coroutine.
+
+    ``storage`` is an :class:`~memci.storage.AsyncStorage` (``AsyncSqliteStorage``,
+    ``AsyncRedisStorage``, ``ThreadedStorage``, your own) or any sync store; ``summarizer`` an async
+    summarizer (``async def asummarize(page)``, or an ``async def`` ``str -> str``) or a sync one.
+    The other options are :class:`~memci.ContextSystem`'s (``tools``, ``active_pages``, ``policy``,
+    ``encoding``, ``max_context_tokens``, ``counter``). Coroutines on one system are serialised by
+    an :class:`asyncio.Lock`; the event loop is never blocked by the system's work.
+    """
+
+    _system: ContextSystem
+
+    def __init__(
+        self,
+        system_prompt: str | Message,
+        *,
+        storage: AnyStorage | None = None,
+        summarizer: AnySummarizer | None = None,
+        **options: Any,
+    ) -> None:
+        self._setup(storage, summarizer)
+        self._system = ContextSystem(
+            system_prompt, storage=self._sync_storage, summarizer=self._sync_summarizer, **options
+        )
+
+    def _setup(self, storage: AnyStorage | None, summarizer: AnySummarizer | None) -> None:
+        self._lock = asyncio.Lock()
+        self._loop = _Loop()
+        self._storage = storage
+        self._sync_storage: Storage | None
+        if storage is None or not _is_async_store(storage):
+            if storage is not None and not isinstance(storage, Storage):
+                raise InvalidOperationError(
+                    "AsyncContextSystem: storage must be an AsyncStorage or a Storage (put_page, get_page, "
+                    f"page_indices, save_state, load_state, close), got {type(storage).__name__}"
+                )
+            self._sync_storage = storage
+        else:
+            self._sync_storage = _OnLoopStorage(storage, self._loop)  # type: ignore[arg-type]
+        self._sync_summarizer = on_loop(summarizer, self._loop.run)
+
+    @classmethod
+    def _empty(cls, storage: AnyStorage, summarizer: AnySummarizer | None) -> AsyncContextSystem:
+        ctx = cls.__new__(cls)
+        ctx._setup(storage, summarizer)
+        return ctx
+
+    async def _run(self, work: Callable[[], T]) -> T:
+        """``work()`` (a call of the sync system) in a worker thread, under the system's lock. If
+        the caller is cancelled, the thread (which cannot be stopped) still finishes before the
+        lock is released, so the next call sees a system that is not half-way through anything;
+        then the cancellation is raised."""
+        async with self._lock:
+            loop = self._loop.loop = asyncio.get_running_loop()
+            future = loop.run_in_executor(_worker_pool(), contextvars.copy_context().run, work)
+            try:
+                return await asyncio.shield(future)
+            except asyncio.CancelledError:
+                while not future.done():
+                    try:
+                        await asyncio.wait([future])
+                    except asyncio.CancelledError:
+                        continue
+                if not future.cancelled():
+                    future.exception()  # retrieved: the caller was cancelled, it wants no result
+                raise
+
+    # ---- construction and persistence --------------------------------------------------------------
+
+    @classmethod
+    async def load(
+        cls,
+        storage: AnyStorage,
+        *,
+        summarizer: AnySummarizer | None = None,
+        counter: Counter | None = None,
+    ) -> AsyncContextSystem:
+        """The system last saved to ``storage``, exactly (:meth:`ContextSystem.load`): the state is
+        read and the search index rebuilt from the stored pages, all awaited."""
+        ctx = cls._empty(storage, summarizer)
+        store, fitted = ctx._sync_storage, ctx._sync_summarizer
+        if store is None:
+            raise InvalidOperationError("AsyncContextSystem.load: storage must be a store, got None")
+        ctx._system = await ctx._run(lambda: ContextSystem.load(store, summarizer=fitted, counter=counter))
+        return ctx
+
+    async def save(self) -> None:
+        """Write the pages archived since the last save and the state as one atomic commit of the
+        next revision, awaited on the store (:meth:`ContextSystem.save`); :class:`~memci.ConflictError`
+        if another writer saved since this system was loaded, and then nothing was written."""
+        await self._run(self._system.save)
+
+    async def state(self) -> dict[str, Any]:
+        """The whole state as a JSON-able dict (:meth:`ContextSystem.state`)."""
+        return await self._run(self._system.state)
+
+    # ---- the conversation --------------------------------------------------------------------------
+
+    async def add(self, message: Message) -> int:
+        """Add one message (:meth:`ContextSystem.add`); the index of the page it opened or joined.
+        Archiving a page awaits the summarizer; the page is written to the store at the next save."""
+        return await self._run(lambda: self._system.add(message))
+
+    async def extend(self, messages: Sequence[Message]) -> list[int]:
+        """Add each message in order, all or none (:meth:`ContextSystem.extend`)."""
+        return await self._run(lambda: self._system.extend(messages))
+
+    async def end_round(self) -> RoundResult:
+        """End a round: the m rule, the p rule, then LRU (:meth:`ContextSystem.end_round`)."""
+        return await self._run(self._system.end_round)
+
+    async def build_messages(self, *, sanitize: bool = True) -> list[Message]:
+        """What to send the model (:meth:`ContextSystem.build_messages`); with
+        ``max_context_tokens``, the pages archived to fit are summarised first, awaited."""
+        return await self._run(lambda: self._system.build_messages(sanitize=sanitize))
+
+    async def token_count(self) -> int:
+        """Tokens of :meth:`build_messages` without sanitizing, counted in a worker thread."""
+        return await self._run(self._system.token_count)
+
+    async def count_tokens(self, messages: list[Message]) -> int:
+        """Tokens of ``messages`` in the system's encoding (or by its counter), in a worker thread."""
+        return await self._run(lambda: self._system.count_tokens(messages))
+
+    async def contents_text(self) -> str | None:
+        """The contents page's text, or None while no entry is visible."""
+        return await self._run(self._system.contents_text)
+
+    async def contents_tokens(self) -> int:
+        """Tokens of the contents page (0 while it has no entry)."""
+        return await self._run(self._system.contents_tokens)
+
+    async def pages(self) -> list[Page]:
+        """The active pages, oldest first (:attr:`ContextSystem.pages`)."""
+        return await self._run(lambda: self._system.pages)
+
+    async def contents(self) -> list[ContentsEntry]:
+        """The contents entries the model sees, by index (:attr:`ContextSystem.contents`)."""
+        return await self._run(lambda: self._system.contents)
+
+    async def dropped(self) -> list[DroppedEntry]:
+        """Entries the rules dropped from the contents page, by index (:attr:`ContextSystem.dropped`)."""
+        return await self._run(lambda: self._system.dropped)
+
+    # ---- the archive -------------------------------------------------------------------------------
+
+    async def recall(self, page_index: int) -> Page:
+        """Page ``page_index`` in full, read from the store (awaited) if it is archived; counts a
+        recall (:meth:`ContextSystem.recall`)."""
+        return await self._run(lambda: self._system.recall(page_index))
+
+    async def list_pages(self, limit: int = 10) -> list[PageListing]:
+        """The ``limit`` most recently archived visible pages, newest first."""
+        return await self._run(lambda: self._system.list_pages(limit))
+
+    async def search(self, query: str, k: int = 5) -> list[SearchHit]:
+        """The ``k`` archived pages that best match ``query`` (BM25, in a worker thread)."""
+        return await self._run(lambda: self._system.search(query, k))
+
+    async def handle_tool_call(self, call: object) -> Message:
+        """Answer the model's call of a recall tool with the result to :meth:`add`
+        (:meth:`ContextSystem.handle_tool_call`); recalled pages are read from the store, awaited."""
+        return await self._run(lambda: self._system.handle_tool_call(call))
+
+    # ---- what needs no lock --------------------------------------------------------------------------
+
+    @overload
+    def tool_definitions(self, format: Literal["openai", "anthropic"] = "openai") -> list[dict[str, Any]]: ...
+    @overload
+    def tool_definitions(self, format: Literal["attp"]) -> str: ...
+    def tool_definitions(self, format: ToolFormat = "openai") -> list[dict[str, Any]] | str:
+        """The recall tools for the model (:meth:`ContextSystem.tool_definitions`)."""
+        return self._system.tool_definitions(format)
+
+    def is_recall_call(self, call: object) -> bool:
+        """True when ``call`` is for the recall tools (send it to :meth:`handle_tool_call`)."""
+        return self._system.is_recall_call(call)
+
+    @property
+    def round(self) -> int:
+        """Rounds ended so far."""
+        return self._system.round
+
+    @property
+    def storage(self) -> AnyStorage:
+        """The store given (an async one, or a sync one); ``MemoryStorage`` by default."""
+        return self._system.storage if self._storage is None else self._storage
+
+    @property
+    def policy(self) -> ArchivePolicy:
+        return self._system.policy
+
+    @property
+    def active_pages(self) -> int:
+        return self._system.active_pages
+
+    @property
+    def encoding(self) -> str:
+        return self._system.encoding
+
+    @property
+    def max_context_tokens(self) -> int | None:
+        return self._system.max_context_tokens
+
+    def __repr__(self) -> str:
+        return f"<memci.AsyncContextSystem: round {self._system.round}, storage {self.storage!r}>"
