@@ -139,10 +139,15 @@ def _state_problem(state: Any) -> str | None:
         return f"must be a dict, got {type(state).__name__}"
     if "version" not in state:
         return "missing key 'version'"
-    for key, minimum in (("revision", 1), ("pages_through", 0)):
+    for key, minimum in (("revision", 1), ("pages_through", 0), ("forgotten_through", 0)):
         value = state.get(key, minimum)
         if type(value) is not int or value < minimum:
             return f"{key} must be an int >= {minimum}, got {shown(value)}"
+    if state.get("forgotten_through", 0) > state.get("pages_through", 0):
+        return (
+            f"forgotten_through ({state['forgotten_through']}) must not be above "
+            f"pages_through ({state.get('pages_through', 0)})"
+        )
     return None
 
 
@@ -203,6 +208,8 @@ class Commit:
     ``pages_through`` is the state's ``pages_through`` key (0 if absent): every page at or below it
     is committed, that is written once for good; a page above the stored state's ``pages_through``
     is an orphan of a run that died before its save, and a later save replaces it.
+    ``forgotten_through`` is the state's ``forgotten_through`` key (0 if absent): the commit deletes
+    every stored page at or below it (``ContextSystem.clear(forget=True)``), in the same step.
     """
 
     state_text: str
@@ -210,6 +217,12 @@ class Commit:
     pages_through: int
     #: (index, JSON text, the page) of each page to write, ascending.
     pages: tuple[tuple[int, str, dict[str, Any]], ...]
+    forgotten_through: int = 0
+
+    def pages_to_forget(self, stored: Iterable[int]) -> list[int]:
+        """Of the ``stored`` page indices, those this commit deletes (at or below
+        ``forgotten_through``)."""
+        return [index for index in stored if index <= self.forgotten_through]
 
     def check(self, stored_revision: int, where: Callable[[], str]) -> None:
         """Raise :class:`ConflictError` unless this save follows the stored revision."""
@@ -339,10 +352,12 @@ class JsonStore:
         :class:`~memci.ConflictError`, writing nothing, over any other. Each page is written once
         for good when the state's ``pages_through`` covers it (the same page again is a no-op,
         another one a :class:`StorageError`); a stored page above the stored state's
-        ``pages_through`` is an orphan of a run that died before saving, and is replaced.
+        ``pages_through`` is an orphan of a run that died before saving, and is replaced. Every
+        stored page at or below the state's ``forgotten_through`` is deleted in the same step.
         """
         text = encode_state(state)
         pages_through = state.get("pages_through", 0)
+        forgotten_through = state.get("forgotten_through", 0)
         encoded = []
         for page in pages:
             index = check_index(page.get("index") if type(page) is dict else None)
@@ -350,9 +365,14 @@ class JsonStore:
                 raise StorageError(
                     f"state: page {index} is saved with it but pages_through is {pages_through}", f"page {index}"
                 )
+            if index <= forgotten_through:
+                raise StorageError(
+                    f"state: page {index} is saved with it but forgotten_through is {forgotten_through}",
+                    f"page {index}",
+                )
             encoded.append((index, encode_page(index, page), page))
         encoded.sort(key=lambda item: item[0])
-        commit = Commit(text, state.get("revision"), pages_through, tuple(encoded))
+        commit = Commit(text, state.get("revision"), pages_through, tuple(encoded), forgotten_through)
         self._locked(lambda: self._commit(commit))
 
     def load_state(self) -> dict[str, Any] | None:
@@ -371,6 +391,16 @@ class JsonStore:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A store that holds a connection cannot travel in a pickle (or a deep copy): a clear
+        :class:`StorageError` instead of Python's. Stores that can (in memory, or reopened by path)
+        override this."""
+        raise StorageError(
+            f"{self!r} cannot be pickled or deep-copied (it holds a connection); pickle the "
+            "ContextSystem's to_state() instead, and rebuild it with ContextSystem.from_state(state, storage)",
+            repr(self),
+        )
 
     def __enter__(self) -> Self:
         return self

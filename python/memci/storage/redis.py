@@ -19,7 +19,7 @@ package: ``pip install 'memci[redis]'``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memci.errors import StorageError
@@ -128,12 +128,7 @@ class RedisStorage(JsonStore):
     def _list_page_indices(self) -> list[int]:
         key = self._keys["pages"]
         fields: list[str | bytes] = self._call("cannot list the pages", lambda: self._client.hkeys(key))
-        found = []
-        for field in fields:
-            name = field.decode("ascii", "replace") if isinstance(field, bytes) else field
-            if name.isdecimal() and name.isascii() and str(int(name)) == name and int(name) > 0:
-                found.append(int(name))
-        return sorted(found)
+        return _page_fields(fields)
 
     def _read_state_text(self) -> str | bytes | None:
         key = self._keys["state"]
@@ -161,12 +156,22 @@ class RedisStorage(JsonStore):
                         writes = commit.pages_to_write(
                             stored_mark, lambda index: pipe.hget(pages, str(index)), self._where
                         )
+                        # Listing the pages only for a save that forgets more than the stored one.
+                        forgotten = int(pipe.hget(meta, "forgotten_through") or 0)
+                        forget = (
+                            commit.pages_to_forget(_page_fields(pipe.hkeys(pages)))
+                            if commit.forgotten_through > forgotten
+                            else []
+                        )
                         pipe.multi()
+                        if forget:
+                            pipe.hdel(pages, *map(str, forget))
                         for index, text in writes:
                             pipe.hset(pages, str(index), text)
                         pipe.set(state, commit.state_text)
                         pipe.hset(meta, "revision", commit.revision or 0)
                         pipe.hset(meta, "pages_through", commit.pages_through)
+                        pipe.hset(meta, "forgotten_through", commit.forgotten_through)
                         pipe.execute()
                         return
                     except self._watch_error:
@@ -177,3 +182,13 @@ class RedisStorage(JsonStore):
     def _release(self) -> None:
         if self._owns_client:
             self._client.close()
+
+
+def _page_fields(fields: Iterable[str | bytes]) -> list[int]:
+    """The page indices among the pages hash's fields, ascending (other fields are ignored)."""
+    found = []
+    for field in fields:
+        name = field.decode("ascii", "replace") if isinstance(field, bytes) else field
+        if name.isdecimal() and name.isascii() and str(int(name)) == name and int(name) > 0:
+            found.append(int(name))
+    return sorted(found)

@@ -19,6 +19,7 @@ writes on power loss, and is much faster on slow disks.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -94,6 +95,8 @@ class SqliteStorage(JsonStore):
         self.path = Path(path)
         self.namespace = namespace
         self.read_only = read_only
+        self._synchronous: Literal["FULL", "NORMAL"] = synchronous
+        self._timeout = timeout
         if read_only and not self.path.is_file():
             raise StorageError(f"{self.path}: no such database file", str(self.path))
         # Always a URI built from the path, so that a name such as "file:x?mode=memory" is a file of
@@ -108,6 +111,18 @@ class SqliteStorage(JsonStore):
         except BaseException:
             self._conn.close()
             raise
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (and deep-copied) by its path and options: the copy opens the same file."""
+        reopen = functools.partial(
+            SqliteStorage,
+            str(self.path),
+            namespace=self.namespace,
+            read_only=self.read_only,
+            synchronous=self._synchronous,
+            timeout=self._timeout,
+        )
+        return (reopen, ())
 
     def _open(self, synchronous: str) -> None:
         with self._errors("not a memci SQLite store"):
@@ -234,7 +249,13 @@ class SqliteStorage(JsonStore):
             ).fetchone()
             stored_revision, stored_mark = (0, 0) if row is None else row
             commit.check(stored_revision, self._where)
-            for index, text in commit.pages_to_write(stored_mark, self._read_page_text, self._where):
+            writes = commit.pages_to_write(stored_mark, self._read_page_text, self._where)
+            if commit.forgotten_through:
+                self._conn.execute(
+                    "DELETE FROM memci_pages WHERE namespace = ? AND page_index <= ?",
+                    (self.namespace, commit.forgotten_through),
+                )
+            for index, text in writes:
                 self._conn.execute(
                     "INSERT INTO memci_pages (namespace, page_index, body) VALUES (?, ?, ?) "
                     "ON CONFLICT DO UPDATE SET body = excluded.body",
