@@ -33,7 +33,7 @@ from memci.context.contents import (
     PageListing,
     RoundResult,
 )
-from memci.context.page import Message, Page
+from memci.context.page import Message, Page, role_of
 from memci.context.recall import InWindow, ListPages, ToolCall, ToolResult
 from memci.context.search import PageSearch, SearchHit, message_texts, page_text
 from memci.context.state import SavedState
@@ -586,7 +586,7 @@ class ContextSystem:
         messages = page.get("messages")
         fine = (
             isinstance(messages, list)
-            and all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages)
+            and all(isinstance(m, dict) and role_of(m) for m in messages)
             and isinstance(page.get("summary"), str)
             and isinstance(page.get("entry_summaries"), list)
             and type(page.get("archived_round")) is int
