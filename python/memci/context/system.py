@@ -209,6 +209,14 @@ def _positive(name: str, value: object, minimum: int = 1) -> int:
     return value
 
 
+def _read_back(messages: list[Message]) -> tuple[list[Message], list[str]]:
+    """``messages`` as the window gives them back (checked and copied by the core) and the
+    searchable text of each, before they are added."""
+    scratch = _core.PageWindow()
+    index = scratch.open_page(messages)
+    return scratch.page_texts(index)
+
+
 class ContextSystem:
     """An agent's context window, paged by user interaction, with an archive the model recalls from.
 
@@ -313,18 +321,57 @@ class ContextSystem:
         with self._lock:
             return self._add(message)
 
+    @staticmethod
+    def _opens(message: Message, has_page: bool) -> bool:
+        """Whether ``message`` opens a page: a user message that is not only tool results, or the
+        first message of all."""
+        return not has_page or (message.get("role") == "user" and not recall.is_tool_result(message))
+
     def _add(self, message: Message) -> int:
+        """Add one message. Every page it makes leave the window is summarised before any leaves:
+        if a summarizer raises, the message is taken back and nothing has changed."""
         window = self._window
-        if window.active_count and (message.get("role") != "user" or recall.is_tool_result(message)):
+        if not self._opens(message, bool(window.active_count)):
             return window.join(message)
         index = window.open_page(message)
         try:
-            while window.active_count > self._active_pages:
-                self._archive_pages([self._prepare(window.page_indices()[0])], "active_pages")
+            leaving = window.page_indices()[: max(0, window.active_count - self._active_pages)]
+            prepared = [self._prepare(i) for i in leaving]
         except BaseException:
             window.undo_open(index)
             raise
+        self._archive_pages(prepared, "active_pages")
         return index
+
+    def _extend(self, batch: list[Message]) -> list[int]:
+        """Add checked messages in order, all or nothing: the pages the batch makes leave the
+        window (the oldest, down to ``active_pages`` after its last opening) are read and
+        summarised first, from the window and from the batch itself; only then does anything
+        change. The result is what adding them one by one gives."""
+        window = self._window
+        existing = window.page_indices()
+        opens: list[int] = []
+        for i, message in enumerate(batch):
+            if self._opens(message, bool(existing or opens)):
+                opens.append(i)
+        leaving = max(0, len(existing) + len(opens) - self._active_pages) if opens else 0
+        prepared = []
+        for j in range(leaving):
+            if j < len(existing):
+                messages, texts = window.page_texts(existing[j])
+                if j == len(existing) - 1 and opens[0] > 0:  # the open page, and the batch's first messages
+                    more, more_texts = _read_back(batch[: opens[0]])
+                    messages, texts = messages + more, texts + more_texts
+                prepared.append(self._summarised(existing[j], messages, texts))
+            else:
+                at = j - len(existing)
+                end = opens[at + 1] if at + 1 < len(opens) else len(batch)
+                messages, texts = _read_back(batch[opens[at] : end])
+                prepared.append(self._summarised(window.next_index + at, messages, texts))
+        opening = set(opens)
+        indices = [window.open_page(m) if i in opening else window.join(m) for i, m in enumerate(batch)]
+        self._archive_pages(prepared, "active_pages")
+        return indices
 
     def extend(self, messages: Sequence[Message]) -> list[int]:
         """:meth:`add` each message in order, under one lock; the page index of each. Every message
@@ -342,7 +389,7 @@ class ContextSystem:
                 )
         _core.MessageStore().append(batch)  # the core's acceptance rules over all of them; nothing is kept
         with self._lock:
-            return [self._add(message) for message in batch]
+            return self._extend(batch)
 
     def end_round(self) -> RoundResult:
         """One round of conversation has ended: the round count rises by one, then the m rule, the
@@ -423,7 +470,11 @@ class ContextSystem:
 
     def _prepare(self, index: int) -> tuple[Page, PageSummary, str]:
         """An active page, its summary and its searchable text (one read of the window)."""
-        messages, texts = self._window.page_texts(index)
+        return self._summarised(index, *self._window.page_texts(index))
+
+    def _summarised(self, index: int, messages: list[Message], texts: list[str]) -> tuple[Page, PageSummary, str]:
+        """Page ``index`` of ``messages``, its summary and its searchable text (``texts``: each
+        message's)."""
         page = Page.of(index, messages)
         summary = checked(self._summarizer.summarize(page), page)
         return page, summary, page_text(summary.summary, texts)
