@@ -304,14 +304,14 @@ class ContextSystem:
     # ---- the conversation ------------------------------------------------------------------------
 
     def add(self, message: Message) -> int:
-        """Add one message; returns the index of the page it opened or joined. O(message) plus,
-        when a page opens beyond ``active_pages``, archiving the oldest (summary, storage write,
-        O(1) unlink).
+        """Add one message (a chat or Anthropic message, or a Responses item); returns the index of
+        the page it opened or joined. O(message) plus, when a page opens beyond ``active_pages``,
+        archiving the oldest (summary, O(1) unlink; the page is written by the next :meth:`save`).
 
-        A user message opens a new page, unless it only carries tool results (Anthropic
-        ``tool_result`` blocks, an ATTP ``[tool_result]``); every other message joins the open page
-        (the first message of all opens one, whatever its role). Invalid messages raise
-        :class:`~memci.InvalidMessageError`; if archiving fails (the summarizer or the storage
+        A user message (or user message item) opens a new page, unless it only carries tool
+        results (Anthropic ``tool_result`` blocks, an ATTP ``[tool_result]``); every other message
+        joins the open page (the first message of all opens one, whatever its role). Invalid
+        messages raise :class:`~memci.InvalidMessageError`; if archiving fails (the summarizer
         raises), the message is taken back and the error propagates: nothing has changed.
         """
         if not isinstance(message, dict):
