@@ -5,6 +5,8 @@ tools answer a ``function_call`` item with a ``function_call_output`` item."""
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -123,14 +125,24 @@ def run_loop(ctx: memci.ContextSystem, model: FakeModel, questions: list[str]) -
         ctx.save()
 
 
-def test_a_scripted_agent_loop_on_items_archives_recalls_and_continues_after_a_reload(tmp_path: Path):
-    store = memci.SqliteStorage(tmp_path / "items.db")
-    ctx = memci.ContextSystem.open(store, "You are a weather agent.", tools="responses", active_pages=2)
+@pytest.fixture(params=["sqlite", "redis"])
+def reopen(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], memci.Storage]:
+    """Opens one store again and again: a SQLite file, or a Redis prefix of this test's own."""
+    if request.param == "sqlite":
+        return lambda: memci.SqliteStorage(tmp_path / "items.db")
+    url, prefix = request.getfixturevalue("redis_url"), f"items-{uuid.uuid4().hex}:"
+    return lambda: memci.RedisStorage(url, prefix=prefix)
+
+
+def test_a_scripted_agent_loop_on_items_archives_recalls_and_continues_after_a_reload(
+    reopen: Callable[[], memci.Storage],
+):
+    ctx = memci.ContextSystem.open(reopen(), "You are a weather agent.", tools="responses", active_pages=2)
     model = FakeModel()
     run_loop(ctx, model, ["Paris", "Rome", "Oslo"])
     assert [p.index for p in ctx.pages] == [2, 3]
     assert [e.index for e in ctx.contents] == [1]
-    again = memci.ContextSystem.open(memci.SqliteStorage(tmp_path / "items.db"))
+    again = memci.ContextSystem.open(reopen())
     assert again.state() == ctx.state()
     run_loop(again, model, ["please remember the first city"])
     assert again.contents[0].recall_count == 1
@@ -143,4 +155,4 @@ def test_a_scripted_agent_loop_on_items_archives_recalls_and_continues_after_a_r
         calls = {i["call_id"] for i in request if i.get("type") == "function_call"}
         outputs = {i["call_id"] for i in request if i.get("type") == "function_call_output"}
         assert outputs <= calls
-    assert memci.ContextSystem.load(memci.SqliteStorage(tmp_path / "items.db")).state() == again.state()
+    assert memci.ContextSystem.load(reopen()).state() == again.state()
