@@ -10,6 +10,7 @@ import pickletools
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 
 import memci
@@ -285,12 +286,22 @@ def test_pickle_reopens_a_sqlite_store_by_path(tmp_path: Path):
         ctx.save()  # one file, two writers: the revision check holds
 
 
-def test_a_store_that_holds_a_connection_cannot_be_pickled(redis_url: str):
-    ctx = memci.ContextSystem("x", storage=memci.RedisStorage(redis_url, prefix="pickle-test:"))
+def test_a_redis_store_pickles_by_its_url_and_one_made_on_a_client_cannot(redis_url: str):
+    import redis
+
+    store = memci.RedisStorage(redis_url, prefix=f"pickle-{uuid.uuid4().hex}:")
+    ctx = _archived_system(store)
+    clone = pickle.loads(pickle.dumps(ctx))
+    assert isinstance(clone.storage, memci.RedisStorage) and clone.storage.prefix == store.prefix
+    assert clone.recall(1).messages() == interaction(1)
+    clone.save()
+    with pytest.raises(memci.ConflictError):
+        ctx.save()
+    on_client = memci.ContextSystem("x", storage=memci.RedisStorage(redis.Redis.from_url(redis_url), prefix="p:"))
     with pytest.raises(memci.StorageError, match="cannot be pickled"):
-        pickle.dumps(ctx)
+        pickle.dumps(on_client)
     with pytest.raises(memci.StorageError, match="to_state"):
-        copy.deepcopy(ctx)
+        copy.deepcopy(on_client)
 
 
 # ---- the agent's own tools -----------------------------------------------------------------------------

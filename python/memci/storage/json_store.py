@@ -397,7 +397,7 @@ class JsonStore:
         :class:`StorageError` instead of Python's. Stores that can (in memory, or reopened by path)
         override this."""
         raise StorageError(
-            f"{self!r} cannot be pickled or deep-copied (it holds a connection); pickle the "
+            f"{self!r} cannot be pickled or deep-copied (it holds a connection it did not open); pickle the "
             "ContextSystem's to_state() instead, and rebuild it with ContextSystem.from_state(state, storage)",
             repr(self),
         )

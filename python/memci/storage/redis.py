@@ -19,6 +19,7 @@ package: ``pip install 'memci[redis]'``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -60,6 +61,8 @@ class RedisStorage(JsonStore):
         self.prefix = prefix
         self._errors: tuple[type[Exception], ...] = (redis.RedisError,)
         self._watch_error: type[Exception] = redis.WatchError
+        #: The URL it was opened from (None when given a client): a pickle reopens it.
+        self._url = target if isinstance(target, str) else None
         if isinstance(target, str):
             try:
                 self._client = redis.Redis.from_url(target)
@@ -75,6 +78,13 @@ class RedisStorage(JsonStore):
         except BaseException:
             self._release()
             raise
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (and deep-copied) by its URL and prefix when it was opened from a URL (the URL,
+        with any password in it, travels in the pickle); one made on a client cannot be."""
+        if self._url is None:
+            return super().__reduce__()
+        return (functools.partial(RedisStorage, self._url, prefix=self.prefix), ())
 
     def _call(self, what: str, work: Callable[[], T]) -> T:
         try:
