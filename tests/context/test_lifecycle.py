@@ -292,7 +292,8 @@ def test_a_redis_store_pickles_by_its_url_and_one_made_on_a_client_cannot(redis_
     store = memci.RedisStorage(redis_url, prefix=f"pickle-{uuid.uuid4().hex}:")
     ctx = _archived_system(store)
     clone = pickle.loads(pickle.dumps(ctx))
-    assert isinstance(clone.storage, memci.RedisStorage) and clone.storage.prefix == store.prefix
+    assert isinstance(clone.storage, memci.RedisStorage)
+    assert clone.storage.prefix == store.prefix
     assert clone.recall(1).messages() == interaction(1)
     clone.save()
     with pytest.raises(memci.ConflictError):
