@@ -12,6 +12,7 @@ import sys
 import textwrap
 import uuid
 from pathlib import Path
+from typing import Any
 
 import memci
 import pytest
@@ -61,6 +62,12 @@ _AGENT = textwrap.dedent(
     print(ctx.round, [p.index for p in ctx.pages], [e.index for e in ctx.contents])
     """
 )
+
+
+@pytest.mark.parametrize("call", [memci.ContextSystem.open, memci.ContextSystem.load, memci.ContextSystem])
+def test_a_storage_without_the_storage_methods_is_refused_by_name(call: Any):
+    with pytest.raises(memci.InvalidOperationError, match=r"storage must be a memci\.Storage .* got str"):
+        call(storage="agent.db") if call is memci.ContextSystem else call("agent.db")
 
 
 def test_the_readme_pattern_continues_a_conversation_across_processes(tmp_path: Path):

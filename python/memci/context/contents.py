@@ -281,13 +281,18 @@ class ArchiveChapter:
         """Drop visible entry ``index`` by ``rule`` (a plan made on a :meth:`copy`, carried out)."""
         return self._drop(self.entries[index], round_, rule)
 
-    def drop_least_recent(self, round_: int) -> DroppedEntry | None:
-        """Drop the least recently recalled visible entry (lower index first on ties) by the LRU
-        rule; None when no entry is visible."""
-        if not self.entries:
-            return None
-        entry = min(self.entries.values(), key=lambda e: (e.last_recall_round, e.index))
-        return self._drop(entry, round_, "lru")
+    def drop_least_recent(self, round_: int, tokens: int) -> list[DroppedEntry]:
+        """Drop the least recently recalled visible entries (lower index first on ties) by the LRU
+        rule until the entries dropped cost at least ``tokens`` by their cached counts (or none is
+        left); what was dropped, in order. O(entries log entries)."""
+        order = sorted(self.entries.values(), key=lambda e: (e.last_recall_round, e.index))
+        dropped: list[DroppedEntry] = []
+        for entry in order:
+            if tokens <= 0:
+                break
+            tokens -= self._entry_cost(entry)
+            dropped.append(self._drop(entry, round_, "lru"))
+        return dropped
 
     def _drop(self, entry: ContentsEntry, round_: int, rule: Rule) -> DroppedEntry:
         del self.entries[entry.index]

@@ -203,6 +203,16 @@ def _agent_tools(tools: object) -> tuple[dict[str, Any], ...]:
     return checked
 
 
+def _storage(storage: object) -> Storage:
+    """``storage`` if it has the :class:`~memci.Storage` methods, else a named error."""
+    if not isinstance(storage, Storage):
+        raise InvalidOperationError(
+            "ContextSystem: storage must be a memci.Storage (put_page, get_page, page_indices, save_state, "
+            f"load_state, close), got {type(storage).__name__}"
+        )
+    return storage
+
+
 def _positive(name: str, value: object, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidOperationError(f"ContextSystem: {name} must be an int >= {minimum}, got {value!r}")
@@ -275,7 +285,7 @@ class ContextSystem:
         self._summarizer_arg, self._counter = summarizer, counter
         self._summarizer = as_summarizer(summarizer)
         self._agent_tools = _agent_tools(agent_tools)
-        self._storage: Storage = MemoryStorage() if storage is None else storage
+        self._storage: Storage = MemoryStorage() if storage is None else _storage(storage)
         self._lock = _Lock()
         self._round = 0
         self._window = _core.PageWindow()
@@ -570,9 +580,8 @@ class ContextSystem:
                 break
         rest = [m for i in indices[len(prepared) :] for m in pages[i]]
         while tokens > budget and chapter.entries:
-            gone = chapter.drop_least_recent(self._round)
-            assert gone is not None
-            dropped.append(gone)
+            # By each entry's cached cost, then a recount (tokens may merge across entries).
+            dropped += chapter.drop_least_recent(self._round, tokens - budget)
             tokens = self._tokens.messages(self._assemble(chapter.render(), rest))
         if tokens > budget:
             tools = f" and {self._tool_tokens} tokens of tool definitions" if self._tool_tokens else ""
@@ -887,7 +896,7 @@ class ContextSystem:
         pages. The summarizer and counter are not saved: pass them again if they are not the
         defaults. :class:`~memci.StateError` names what is wrong with a bad state, or says the
         storage holds none (:meth:`open` creates one then)."""
-        state = storage.load_state()
+        state = _storage(storage).load_state()
         if state is None:
             raise StateError("load: the storage holds no saved state")
         return cls._build(SavedState.from_dict(state), storage, summarizer, counter)
@@ -913,7 +922,7 @@ class ContextSystem:
         given keeps the saved value (or the constructor's default for a new system). The
         summarizer and counter are code: pass them each time. Nothing is written until
         :meth:`save`."""
-        state = storage.load_state()
+        state = _storage(storage).load_state()
         if state is None:
             return cls(
                 system_prompt,
