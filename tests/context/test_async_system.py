@@ -352,3 +352,61 @@ async def test_bad_arguments_are_memci_errors_naming_them() -> None:
         await actx.add("not a message")  # type: ignore[arg-type]
     with pytest.raises(memci.PageError, match="does not exist"):
         await actx.recall(3)
+
+
+async def test_open_creates_then_continues_and_pop_and_clear_match_the_sync_system(
+    open_store: Callable[[], Any],
+) -> None:
+    store = open_store()
+    actx = await AsyncContextSystem.open(store, PROMPT, active_pages=1)
+    ctx = ContextSystem(PROMPT, active_pages=1)
+    for n in (1, 2, 3):
+        await actx.extend(interaction(n))
+        ctx.extend(interaction(n))
+    assert await actx.pop() == ctx.pop()
+    await actx.save()
+    ctx.save()
+    other = open_store()
+    again = await AsyncContextSystem.open(other, "A new prompt.", max_context_tokens=50_000)
+    assert again.max_context_tokens == 50_000
+    assert (await again.build_messages())[0] == {"role": "system", "content": "A new prompt."}
+    assert await again.build_messages(sanitize=False) != await actx.build_messages(sanitize=False)
+    assert (await again.pages())[0].messages() == interaction(3)[:-1]
+
+    await actx.clear()
+    ctx.clear()
+    assert await actx.state() == ctx.state()
+    assert (await actx.search("item 3"))[0].page_index == 3  # cleared, not forgotten
+    await actx.clear(forget=True)
+    await actx.save()
+    listing = store.page_indices() if store_is_sync(store) else await store.page_indices()
+    assert listing == []
+    for s in (store, other):
+        await close(s)
+
+
+def store_is_sync(store: Any) -> bool:
+    return not asyncio.iscoroutinefunction(store.page_indices)
+
+
+async def test_to_state_and_from_state_round_trip_on_an_async_store(tmp_path: Path) -> None:
+    async with AsyncSqliteStorage(tmp_path / "agent.db") as store:
+        actx = AsyncContextSystem(storage=store, active_pages=1, agent_tools=[_weather_tool()])
+        for n in (1, 2, 3):
+            await actx.extend(interaction(n))
+        await actx.save()
+        state = await actx.to_state()
+        again = await AsyncContextSystem.from_state(json.loads(json.dumps(state)), store)
+        assert await again.to_state() == state
+        assert await again.build_messages() == await actx.build_messages()
+        assert again.tool_definitions() == actx.tool_definitions()
+        assert again.tool_tokens() == actx.tool_tokens() > 0
+        assert (await again.recall(2)).messages() == interaction(2)
+
+
+def _weather_tool() -> dict[str, Any]:
+    parameters = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    return {
+        "type": "function",
+        "function": {"name": "weather", "description": "The weather.", "parameters": parameters},
+    }

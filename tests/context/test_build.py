@@ -100,13 +100,13 @@ def test_max_context_tokens_archives_the_oldest_pages_until_the_window_fits():
     # is not enough, so exactly two go.
     reference = make(active_pages=3, summarizer=FixedSummarizer())
     run_rounds(reference, 1, 5)
-    limit = reference.token_count()
+    limit = reference.token_count() + reference.tool_tokens()
     ctx = make(active_pages=5, summarizer=FixedSummarizer(), max_context_tokens=limit)
     run_rounds(ctx, 1, 5)
     assert [p.index for p in ctx.pages] == [1, 2, 3, 4, 5]
-    assert ctx.token_count() > limit
+    assert ctx.token_count() + ctx.tool_tokens() > limit
     sent = ctx.build_messages(sanitize=False)
-    assert ctx.token_count() <= limit
+    assert ctx.token_count() + ctx.tool_tokens() <= limit
     assert [p.index for p in ctx.pages] == [3, 4, 5]
     assert [(e.index, e.archived_round) for e in ctx.contents] == [(1, 5), (2, 5)]
     assert sent == reference.build_messages(sanitize=False)
@@ -116,7 +116,8 @@ def test_max_context_tokens_never_archives_the_open_page():
     reference = make(active_pages=1, summarizer=FixedSummarizer())
     run_rounds(reference, 1, 2)
     reference.add(user("short"))
-    ctx = make(active_pages=5, max_context_tokens=reference.token_count(), summarizer=FixedSummarizer())
+    limit = reference.token_count() + reference.tool_tokens()
+    ctx = make(active_pages=5, max_context_tokens=limit, summarizer=FixedSummarizer())
     run_rounds(ctx, 1, 2)
     ctx.add(user("short"))
     ctx.build_messages(sanitize=False)
@@ -124,7 +125,7 @@ def test_max_context_tokens_never_archives_the_open_page():
 
 
 def test_a_window_that_cannot_fit_raises_and_changes_nothing():
-    ctx = make(active_pages=5, max_context_tokens=60)
+    ctx = make(active_pages=5, max_context_tokens=60 + make().tool_tokens())
     run_rounds(ctx, 1, 3)
     ctx.add(user("word " * 200))
     before = ctx.state()
@@ -135,7 +136,7 @@ def test_a_window_that_cannot_fit_raises_and_changes_nothing():
 
 def test_a_system_prompt_over_the_limit_is_an_overflow_too():
     ctx = make(max_context_tokens=10)
-    with pytest.raises(memci.ContextOverflowError, match="the system segment and the contents page alone"):
+    with pytest.raises(memci.ContextOverflowError, match="the system segment alone needs"):
         ctx.build_messages()
 
 

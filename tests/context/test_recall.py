@@ -117,7 +117,7 @@ def test_attp_definitions_are_python_signatures_with_docstrings():
 
 
 def test_unknown_definition_format_is_an_error():
-    with pytest.raises(memci.InvalidOperationError, match="format must be one of openai, anthropic, attp"):
+    with pytest.raises(memci.InvalidOperationError, match="format must be one of openai, anthropic, responses, attp"):
         make().tool_definitions("xml")  # type: ignore[call-overload]
 
 

@@ -252,7 +252,12 @@ def test_a_mutated_state_loads_into_a_working_system_or_is_a_state_error(data: s
     ctx.add(user("after the load"))
     ctx.add(assistant("fine"))
     ctx.end_round()
-    ctx.build_messages()
+    try:
+        ctx.build_messages()
+    except memci.ContextOverflowError:
+        # A legitimate answer only to a limit the mutation made smaller than the window can be.
+        assert ctx.max_context_tokens is not None
+        assert ctx.max_context_tokens < 100_000
     for entry in ctx.contents:
         ctx.recall(entry.index)
     ctx.save()

@@ -248,3 +248,14 @@ async def test_threaded_storage_refuses_what_is_not_a_store() -> None:
     async with ThreadedStorage(MemoryStorage()) as store:
         await store.put_page(1, page(1))
         assert await store.page_indices() == [1]
+
+
+async def test_a_save_that_forgets_deletes_the_pages_with_the_state(astore: Any) -> None:
+    await astore.save_state(state(1, 3), [page(1), page(2), page(3)])
+    with pytest.raises(StorageError, match="page 2 is saved with it but forgotten_through is 2"):
+        await astore.save_state(state(2, 3, forgotten_through=2), [page(2)])
+    assert await astore.page_indices() == [1, 2, 3]
+    await astore.save_state(state(2, 3, forgotten_through=2))
+    assert await astore.page_indices() == [3]
+    assert await astore.get_page(1) is None
+    assert await astore.load_state() == state(2, 3, forgotten_through=2)

@@ -209,3 +209,36 @@ def test_an_int_too_long_to_write_as_json_is_a_storage_error(store: JsonStore) -
     with pytest.raises(StorageError, match="must be an int >= 1, got an integer of 16610 bits"):
         store.save_state({"version": 1, "revision": -(10**5000)})
     assert store.load_state() is None
+
+
+# ---- forgetting (ContextSystem.clear(forget=True)) ----------------------------------------------------
+
+
+def test_a_save_deletes_the_pages_its_state_forgot_in_the_same_commit(opener: Any) -> None:
+    store = opener()
+    store.save_state(state(1, 3), [page(1), page(2), page(3)])
+    store.save_state(state(2, 4, forgotten_through=2), [page(4)])
+    assert store.page_indices() == [3, 4]
+    assert store.get_page(1) is None
+    assert store.get_page(3) == page(3)
+    store.save_state(state(3, 4, forgotten_through=2))  # the same mark again: nothing more goes
+    assert opener().page_indices() == [3, 4]
+    assert opener().load_state() == state(3, 4, forgotten_through=2)
+
+
+def test_a_forgetting_save_that_conflicts_deletes_nothing(store: JsonStore) -> None:
+    store.save_state(state(1, 2), [page(1), page(2)])
+    with pytest.raises(ConflictError):
+        store.save_state(state(3, 2, forgotten_through=2))
+    assert store.page_indices() == [1, 2]
+
+
+def test_a_forgetting_state_is_checked(store: JsonStore) -> None:
+    with pytest.raises(StorageError, match="forgotten_through is 2"):
+        store.save_state(state(1, 3, forgotten_through=2), [page(2)])
+    with pytest.raises(StorageError, match=r"forgotten_through \(4\) must not be above pages_through \(3\)"):
+        store.save_state(state(1, 3, forgotten_through=4))
+    with pytest.raises(StorageError, match="forgotten_through must be an int >= 0"):
+        store.save_state(state(1, 3, forgotten_through=-1))
+    assert store.page_indices() == []
+    assert store.load_state() is None

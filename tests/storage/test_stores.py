@@ -731,3 +731,17 @@ def test_redis_unreachable_or_a_bad_url_is_a_storage_error() -> None:
         RedisStorage(f"redis://127.0.0.1:{free_port()}/0")
     with pytest.raises(StorageError, match="not a Redis URL"):
         RedisStorage("http://example.com")
+
+
+def test_sqlite_two_connections_creating_one_new_file_at_once_both_open(tmp_path: Path) -> None:
+    # SQLite answers "database is locked" to the second switch to WAL without waiting: retried.
+    for attempt in range(20):
+        path = tmp_path / f"new-{attempt}.db"
+        opened: list[int] = []
+
+        def open_it(path: Path = path, opened: list[int] = opened) -> None:
+            with SqliteStorage(path) as store:
+                opened.append(len(store.page_indices()))
+
+        run_together(open_it, open_it)
+        assert opened == [0, 0]

@@ -133,8 +133,8 @@ class AsyncContextSystem:
     ``storage`` is an :class:`~memci.storage.AsyncStorage` (``AsyncSqliteStorage``,
     ``AsyncRedisStorage``, ``ThreadedStorage``, your own) or any sync store; ``summarizer`` an async
     summarizer (``async def asummarize(page)``, or an ``async def`` ``str -> str``) or a sync one.
-    The other options are :class:`~memci.ContextSystem`'s (``tools``, ``active_pages``, ``policy``,
-    ``encoding``, ``max_context_tokens``, ``counter``). Coroutines on one system are serialised by
+    The other options are :class:`~memci.ContextSystem`'s (``tools``, ``agent_tools``, ``active_pages``,
+    ``policy``, ``encoding``, ``max_context_tokens``, ``counter``). Coroutines on one system are serialised by
     an :class:`asyncio.Lock`; the event loop is never blocked by the system's work.
     """
 
@@ -142,7 +142,7 @@ class AsyncContextSystem:
 
     def __init__(
         self,
-        system_prompt: str | Message,
+        system_prompt: str | Message | None = None,
         *,
         storage: AnyStorage | None = None,
         summarizer: AnySummarizer | None = None,
@@ -174,6 +174,11 @@ class AsyncContextSystem:
         ctx = cls.__new__(cls)
         ctx._setup(storage, summarizer)
         return ctx
+
+    def _store_for(self, method: str) -> Storage:
+        if self._sync_storage is None:
+            raise InvalidOperationError(f"AsyncContextSystem.{method}: storage must be a store, got None")
+        return self._sync_storage
 
     async def _run(self, work: Callable[[], T]) -> T:
         """``work()`` (a call of the sync system) in a worker thread, under the system's lock. If
@@ -208,11 +213,47 @@ class AsyncContextSystem:
         """The system last saved to ``storage``, exactly (:meth:`ContextSystem.load`): the state is
         read and the search index rebuilt from the stored pages, all awaited."""
         ctx = cls._empty(storage, summarizer)
-        store, fitted = ctx._sync_storage, ctx._sync_summarizer
-        if store is None:
-            raise InvalidOperationError("AsyncContextSystem.load: storage must be a store, got None")
+        store, fitted = ctx._store_for("load"), ctx._sync_summarizer
         ctx._system = await ctx._run(lambda: ContextSystem.load(store, summarizer=fitted, counter=counter))
         return ctx
+
+    @classmethod
+    async def open(
+        cls,
+        storage: AnyStorage,
+        system_prompt: str | Message | None = None,
+        *,
+        summarizer: AnySummarizer | None = None,
+        **options: Any,
+    ) -> AsyncContextSystem:
+        """Load or create (:meth:`ContextSystem.open`): the system saved to ``storage``, continuing
+        its conversation, or a new one on it if it holds no state; the settings given (``tools``,
+        ``agent_tools``, ``active_pages``, ``policy``, ``encoding``, ``max_context_tokens``,
+        ``counter``) replace the saved ones. Nothing is written until :meth:`save`."""
+        ctx = cls._empty(storage, summarizer)
+        store, fitted = ctx._store_for("open"), ctx._sync_summarizer
+        ctx._system = await ctx._run(lambda: ContextSystem.open(store, system_prompt, summarizer=fitted, **options))
+        return ctx
+
+    @classmethod
+    async def from_state(
+        cls,
+        state: dict[str, Any],
+        storage: AnyStorage,
+        *,
+        summarizer: AnySummarizer | None = None,
+        counter: Counter | None = None,
+    ) -> AsyncContextSystem:
+        """The system :meth:`to_state` described, on ``storage`` (the one holding its archived
+        pages): :meth:`ContextSystem.from_state`, the pages read for search awaited."""
+        ctx = cls._empty(storage, summarizer)
+        store, fitted = ctx._store_for("from_state"), ctx._sync_summarizer
+        ctx._system = await ctx._run(lambda: ContextSystem.from_state(state, store, summarizer=fitted, counter=counter))
+        return ctx
+
+    async def to_state(self) -> dict[str, Any]:
+        """The whole state as a JSON-able dict, for a framework's state (:meth:`ContextSystem.to_state`)."""
+        return await self._run(self._system.to_state)
 
     async def save(self) -> None:
         """Write the pages archived since the last save and the state as one atomic commit of the
@@ -234,6 +275,16 @@ class AsyncContextSystem:
     async def extend(self, messages: Sequence[Message]) -> list[int]:
         """Add each message in order, all or none (:meth:`ContextSystem.extend`)."""
         return await self._run(lambda: self._system.extend(messages))
+
+    async def pop(self) -> Message:
+        """Remove and return the last message of the window (:meth:`ContextSystem.pop`)."""
+        return await self._run(self._system.pop)
+
+    async def clear(self, *, forget: bool = False) -> None:
+        """Empty the window and the contents page (:meth:`ContextSystem.clear`): without ``forget``
+        the active pages are archived (summarised, awaited) and stay searchable; with
+        ``forget=True`` the next :meth:`save` deletes the stored pages with the state."""
+        await self._run(lambda: self._system.clear(forget=forget))
 
     async def end_round(self) -> RoundResult:
         """End a round: the m rule, the p rule, then LRU (:meth:`ContextSystem.end_round`)."""
@@ -295,12 +346,23 @@ class AsyncContextSystem:
     # ---- what needs no lock --------------------------------------------------------------------------
 
     @overload
-    def tool_definitions(self, format: Literal["openai", "anthropic"] = "openai") -> list[dict[str, Any]]: ...
+    def tool_definitions(
+        self, format: Literal["openai", "anthropic", "responses"] = "openai"
+    ) -> list[dict[str, Any]]: ...
     @overload
     def tool_definitions(self, format: Literal["attp"]) -> str: ...
     def tool_definitions(self, format: ToolFormat = "openai") -> list[dict[str, Any]] | str:
-        """The recall tools for the model (:meth:`ContextSystem.tool_definitions`)."""
+        """The agent's tools, then the recall tools, for the model (:meth:`ContextSystem.tool_definitions`)."""
         return self._system.tool_definitions(format)
+
+    def tool_tokens(self) -> int:
+        """Tokens of the tool definitions every request carries (:meth:`ContextSystem.tool_tokens`)."""
+        return self._system.tool_tokens()
+
+    @property
+    def agent_tools(self) -> list[dict[str, Any]]:
+        """The agent's own tool definitions, as given (copies)."""
+        return self._system.agent_tools
 
     def is_recall_call(self, call: object) -> bool:
         """True when ``call`` is for the recall tools (send it to :meth:`handle_tool_call`)."""

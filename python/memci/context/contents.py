@@ -30,9 +30,10 @@ __all__ = [
     "RoundResult",
 ]
 
-#: Which rule dropped an entry: ``"unrecalled"`` (m), ``"unchanged"`` (p) or ``"lru"``.
-Rule = Literal["unrecalled", "unchanged", "lru"]
-RULES: tuple[Rule, ...] = ("unrecalled", "unchanged", "lru")
+#: Why an entry left the contents page: ``"unrecalled"`` (m), ``"unchanged"`` (p), ``"lru"`` (the
+#: contents cap, or ``max_context_tokens``), or ``"cleared"`` (``ContextSystem.clear()``).
+Rule = Literal["unrecalled", "unchanged", "lru", "cleared"]
+RULES: tuple[Rule, ...] = ("unrecalled", "unchanged", "lru", "cleared")
 
 
 def _count_arg(owner: str, name: str, value: object, minimum: int) -> int:
@@ -255,6 +256,44 @@ class ArchiveChapter:
         self.add(entry)
         return entry
 
+    def copy(self) -> ArchiveChapter:
+        """A chapter holding the same entries (and caches), to plan changes on: changing the copy
+        changes nothing here. O(entries)."""
+        other = ArchiveChapter(self.policy, self._count, self._count_lines, self._header)
+        other.entries = dict(self.entries)
+        other.dropped = dict(self.dropped)
+        other._entry_tokens = dict(self._entry_tokens)
+        other._entry_text = dict(self._entry_text)
+        other._text, other._tokens = self._text, self._tokens
+        return other
+
+    def clear(self, round_: int) -> list[DroppedEntry]:
+        """Drop every visible entry (rule ``"cleared"``), lowest index first."""
+        return [self._drop(entry, round_, "cleared") for entry in list(self.entries.values())]
+
+    def forget(self) -> None:
+        """Forget every entry, visible and dropped."""
+        self.entries, self.dropped = {}, {}
+        self._entry_tokens, self._entry_text = {}, {}
+        self._text, self._tokens = None, None
+
+    def drop(self, index: int, round_: int, rule: Rule) -> DroppedEntry:
+        """Drop visible entry ``index`` by ``rule`` (a plan made on a :meth:`copy`, carried out)."""
+        return self._drop(self.entries[index], round_, rule)
+
+    def drop_least_recent(self, round_: int, tokens: int) -> list[DroppedEntry]:
+        """Drop the least recently recalled visible entries (lower index first on ties) by the LRU
+        rule until the entries dropped cost at least ``tokens`` by their cached counts (or none is
+        left); what was dropped, in order. O(entries log entries)."""
+        order = sorted(self.entries.values(), key=lambda e: (e.last_recall_round, e.index))
+        dropped: list[DroppedEntry] = []
+        for entry in order:
+            if tokens <= 0:
+                break
+            tokens -= self._entry_cost(entry)
+            dropped.append(self._drop(entry, round_, "lru"))
+        return dropped
+
     def _drop(self, entry: ContentsEntry, round_: int, rule: Rule) -> DroppedEntry:
         del self.entries[entry.index]
         self._changed(entry.index)
@@ -276,6 +315,15 @@ class ArchiveChapter:
         for entry in list(self.entries.values()):
             if round_ - entry.last_recall_round >= policy.unchanged_rounds:
                 dropped.append(self._drop(entry, round_, "unchanged"))
+        dropped.extend(self.apply_cap(round_))
+        return dropped
+
+    def apply_cap(self, round_: int) -> list[DroppedEntry]:
+        """LRU under the contents cap: while the contents page is over ``lru_trigger *
+        contents_max_tokens`` tokens, drop the least recently recalled entries until it is at most
+        ``lru_floor * contents_max_tokens``. What it dropped, in order."""
+        policy = self.policy
+        dropped: list[DroppedEntry] = []
         cap = policy.contents_max_tokens
         if self.tokens() > policy.lru_trigger * cap:
             floor = policy.lru_floor * cap

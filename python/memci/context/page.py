@@ -10,14 +10,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Entry", "Message", "Page"]
+__all__ = ["Entry", "Message", "Page", "role_of"]
 
 Message = dict[str, Any]
 
 
+def role_of(message: Message) -> str:
+    """A message's role; for a Responses item without one (``function_call``,
+    ``function_call_output``, ``reasoning``...), its ``type``; ``""`` if it has neither."""
+    role = message.get("role")
+    if isinstance(role, str):
+        return role
+    kind = message.get("type")
+    return kind if isinstance(kind, str) else ""
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One message of a page: its role and the message (a dict of its own)."""
+    """One message of a page: its role (for a Responses item without a role, its ``type``:
+    ``function_call``, ``function_call_output``, ``reasoning``) and the message (a dict of its
+    own)."""
 
     role: str
     message: Message
@@ -33,7 +45,7 @@ class Page:
 
     @classmethod
     def of(cls, index: int, messages: Sequence[Message]) -> Page:
-        return cls(index, tuple(Entry(m["role"], m) for m in messages))
+        return cls(index, tuple(Entry(role_of(m), m) for m in messages))
 
     def messages(self) -> list[Message]:
         """The entries' messages, in order."""

@@ -49,8 +49,8 @@ __all__ = [
     "tool_definitions",
 ]
 
-Format = Literal["openai", "anthropic", "attp"]
-FORMATS: tuple[Format, ...] = ("openai", "anthropic", "attp")
+Format = Literal["openai", "anthropic", "responses", "attp"]
+FORMATS: tuple[Format, ...] = ("openai", "anthropic", "responses", "attp")
 
 RECALL_PAGE = "recall_page"
 LIST_PAGES = "list_pages"
@@ -123,7 +123,12 @@ def _attp_signature(tool: _Tool) -> str:
 
 def tool_definitions(format: Format = "openai") -> list[dict[str, Any]] | str:  # the public keyword
     """The recall tools in ``format``: a list of OpenAI function tools, a list of Anthropic tools,
-    or (``"attp"``) the ATTP tool listing, Python signatures with docstrings, as text."""
+    a list of Responses function tools, or (``"attp"``) the ATTP tool listing, Python signatures
+    with docstrings, as text."""
+    if format == "responses":
+        return [
+            {"type": "function", "name": t.name, "description": t.description, "parameters": _schema(t)} for t in _TOOLS
+        ]
     if format == "openai":
         return [
             {
@@ -206,7 +211,8 @@ ToolResult = Page | InWindow | list[PageListing]
 class Request:
     """A model's call of the recall tools, parsed. ``calls``: what to run, in order (none when it is
     refused); ``refusal``: why it will not run, for the model to read. ``format`` and
-    ``reply_to`` (the id of an OpenAI call or an Anthropic block) say how to answer; ``program``
+    ``reply_to`` (the id of an OpenAI call or an Anthropic block, the ``call_id`` of a Responses
+    ``function_call`` item) say how to answer; ``program``
     is the ATTP code that builds its result from the calls' (None, with no refusal, for an ATTP
     answer whose status is ``"fail"``: nothing runs)."""
 
@@ -303,6 +309,10 @@ def _is_openai(call: object) -> bool:
     return isinstance(call, dict) and isinstance(call.get("function"), dict)
 
 
+def _is_responses(call: object) -> bool:
+    return isinstance(call, dict) and call.get("type") == "function_call"
+
+
 def is_recall_call(call: object) -> bool:
     """True when ``call`` (OpenAI tool call, Anthropic ``tool_use`` block, or ATTP text) is meant
     for the recall tools, so an agent loop knows to send it to the context system. ATTP text
@@ -314,9 +324,20 @@ def is_recall_call(call: object) -> bool:
     if isinstance(call, dict) and _is_openai(call):
         name = call["function"].get("name")
         return isinstance(name, str) and name in _BY_NAME
+    if isinstance(call, dict) and _is_responses(call):
+        name = call.get("name")
+        return isinstance(name, str) and name in _BY_NAME
     if isinstance(call, str):
         return any(f"{name}(" in call for name in _BY_NAME)
     return False
+
+
+def _reply_id(call: dict[str, Any], key: str, what: str) -> str:
+    """The id to answer ``call`` with, or :class:`~memci.InvalidOperationError`."""
+    value = call.get(key)
+    if not isinstance(value, str):
+        raise InvalidOperationError(f"handle_tool_call: {what} needs a string {key!r} to answer")
+    return value
 
 
 def parse_call(call: object) -> Request:
@@ -327,22 +348,23 @@ def parse_call(call: object) -> Request:
     call = _plain(call)
     if _is_anthropic(call):
         assert isinstance(call, dict)
-        use_id = call.get("id")
-        if not isinstance(use_id, str):
-            raise InvalidOperationError("handle_tool_call: a tool_use block needs a string 'id' to answer")
+        use_id = _reply_id(call, "id", "a tool_use block")
         return _native("anthropic", use_id, call.get("name"), call.get("input"))
     if _is_openai(call):
         assert isinstance(call, dict)
-        call_id = call.get("id")
-        if not isinstance(call_id, str):
-            raise InvalidOperationError("handle_tool_call: an OpenAI tool call needs a string 'id' to answer")
         function = call["function"]
+        call_id = _reply_id(call, "id", "an OpenAI tool call")
         return _native("openai", call_id, function.get("name"), function.get("arguments"))
+    if _is_responses(call):
+        assert isinstance(call, dict)
+        call_id = _reply_id(call, "call_id", "a function_call item")
+        return _native("responses", call_id, call.get("name"), call.get("arguments"))
     if isinstance(call, str):
         return _attp(call)
     raise InvalidOperationError(
         "handle_tool_call: expected an OpenAI tool call (a dict with 'function'), an Anthropic tool_use "
-        f"block (a dict with type 'tool_use') or ATTP TOML text, got {type(call).__name__}"
+        "block (a dict with type 'tool_use'), a Responses function_call item or ATTP TOML text, "
+        f"got {type(call).__name__}"
     )
 
 
@@ -408,6 +430,8 @@ def answer(request: Request, results: Sequence[ToolResult], failure: str | None 
         text, error = _json(_data(results[0])), False
     if request.format == "openai":
         return {"role": "tool", "tool_call_id": request.reply_to, "content": text}
+    if request.format == "responses":
+        return {"type": "function_call_output", "call_id": request.reply_to, "output": text}
     block: Message = {"type": "tool_result", "tool_use_id": request.reply_to, "content": text}
     if error:
         block["is_error"] = True

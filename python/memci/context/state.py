@@ -27,11 +27,13 @@ STATE_KIND = "memci.ContextSystem"
 class SavedState:
     """A context system's whole state: its settings, round, active pages (``(index, messages)``,
     oldest first, the last one open) and its contents and dropped entries, and the ``revision`` it
-    was loaded from or saved as (0: never saved). Archived pages are in the storage, not here."""
+    was loaded from or saved as (0: never saved). Archived pages are in the storage, not here.
+    ``system_prompt`` is None for a system without one; ``agent_tools`` are the agent's own tool
+    definitions; pages up to ``forgotten_through`` were forgotten (``clear(forget=True)``)."""
 
     round: int
     next_index: int
-    system_prompt: Message
+    system_prompt: Message | None
     tools: str
     active_pages: int
     encoding: str
@@ -41,6 +43,8 @@ class SavedState:
     contents: tuple[ContentsEntry, ...]
     dropped: tuple[DroppedEntry, ...]
     revision: int = 0
+    agent_tools: tuple[dict[str, Any], ...] = ()
+    forgotten_through: int = 0
 
     @property
     def pages_through(self) -> int:
@@ -50,17 +54,21 @@ class SavedState:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-able dict that is saved, with ``revision`` (absent before the first save) and
-        ``pages_through``, the two keys a store checks a save against. O(state)."""
+        ``pages_through`` (and ``forgotten_through``, absent while 0), the keys a store checks a
+        save against. O(state)."""
         revision = {"revision": self.revision} if self.revision else {}
+        forgotten = {"forgotten_through": self.forgotten_through} if self.forgotten_through else {}
         return {
             "version": STATE_VERSION,
             "kind": STATE_KIND,
             **revision,
             "pages_through": self.pages_through,
+            **forgotten,
             "round": self.round,
             "next_index": self.next_index,
             "system_prompt": self.system_prompt,
             "tools": self.tools,
+            "agent_tools": list(self.agent_tools),
             "active_pages": self.active_pages,
             "encoding": self.encoding,
             "max_context_tokens": self.max_context_tokens,
@@ -81,8 +89,12 @@ class SavedState:
                 f"load: not a saved {STATE_KIND} of version {STATE_VERSION} "
                 f"(kind {shown(state.get('kind'))}, version {shown(state.get('version'))})"
             )
-        system_prompt = _field(state, "system_prompt", dict)
+        prompt = state.get("system_prompt")
+        system_prompt = None if prompt is None else _field(state, "system_prompt", dict)
         tools = _field(state, "tools", str)
+        agent_tools = state.get("agent_tools", [])
+        if not isinstance(agent_tools, list) or not all(isinstance(t, dict) for t in agent_tools):
+            raise StateError(f"load: state['agent_tools'] is {shown(agent_tools)}, expected a list of dicts")
         active_pages = _field(state, "active_pages", int)
         try:
             policy = ArchivePolicy.from_dict(_field(state, "policy", dict))
@@ -102,6 +114,9 @@ class SavedState:
         revision = state.get("revision", 0)
         if type(revision) is not int or revision < 0:
             raise StateError(f"load: state['revision'] is {shown(revision)}, expected an int >= 0")
+        forgotten_through = state.get("forgotten_through", 0)
+        if type(forgotten_through) is not int:
+            raise StateError(f"load: state['forgotten_through'] is {shown(forgotten_through)}, expected an int")
         saved = cls(
             round_,
             next_index,
@@ -115,6 +130,8 @@ class SavedState:
             tuple(contents),
             tuple(dropped),
             revision,
+            tuple(agent_tools),
+            forgotten_through,
         )
         if state.get("pages_through", saved.pages_through) != saved.pages_through:
             raise StateError(
@@ -132,6 +149,7 @@ class SavedState:
         for key, value, least in (("round", self.round, 0), ("next_index", self.next_index, 1)):
             _bounded(value, f"state[{key!r}]", least)
         _bounded(self.revision, "state['revision']", 0)
+        _bounded(self.forgotten_through, "state['forgotten_through']", 0, self.pages_through)
         indices = [index for index, _ in self.pages]
         if indices:
             _bounded(indices[0], "state['pages'][0]['index']", 1)
@@ -153,7 +171,7 @@ class SavedState:
         for kind, entries in archived:
             for i, entry in enumerate(entries):
                 where = f"state[{kind!r}][{i}]"
-                _bounded(entry.index, f"{where}['index']", 1, self.pages_through)
+                _bounded(entry.index, f"{where}['index']", self.forgotten_through + 1, self.pages_through)
                 if entry.index in seen:
                     raise StateError(f"load: {where}: page {entry.index} is listed twice (also in {seen[entry.index]})")
                 seen[entry.index] = where

@@ -169,8 +169,9 @@ class ExtractiveSummarizer:
         # Twice the longest cut, and some: whitespace collapses, so a little more may be needed.
         within = 2 * max(self.entry_chars, self.page_chars) + 16
         lines = [_entry_line(said, calls, within) for said, calls in _core.entry_texts(messages)]
-        entries = tuple(cut(f"{m['role']}: {line}", self.entry_chars) for m, line in zip(messages, lines, strict=True))
-        first = next((i for i, m in enumerate(messages) if m["role"] == "user"), 0)
+        roles = [entry.role for entry in page.entries]  # a Responses item's type when it has no role
+        entries = tuple(cut(f"{role}: {line}", self.entry_chars) for role, line in zip(roles, lines, strict=True))
+        first = next((i for i, role in enumerate(roles) if role == "user"), 0)
         summary = cut(lines[first], self.page_chars) if lines else ""
         return PageSummary(summary, entries)
 
@@ -203,7 +204,7 @@ class CallableSummarizer:
     def summarize(self, page: Page) -> PageSummary:
         messages = page.messages()
         texts = _core.entry_texts(messages)
-        tagged = [f"{m['role']}: {_entry_line(*text, None)}" for m, text in zip(messages, texts, strict=True)]
+        tagged = [f"{e.role}: {_entry_line(*text, None)}" for e, text in zip(page.entries, texts, strict=True)]
         entries = tuple(self._call(t) for t in tagged)
         return PageSummary(self._call("\n".join(tagged)), entries)
 

@@ -16,6 +16,7 @@ from memci.errors import StorageError
 from memci.storage.async_json_store import AsyncJsonStore, existing_pages
 from memci.storage.json_store import Commit
 from memci.storage.redis import (
+    META_FIELDS,
     SCHEMA_VERSION,
     client_place,
     open_client,
@@ -129,8 +130,8 @@ class AsyncRedisStorage(AsyncJsonStore):
                 while True:
                     try:
                         await pipe.watch(pages, state, meta)
-                        raw = await pipe.hmget(meta, ["revision", "pages_through"])
-                        stored_revision, stored_mark = stored_marks(raw, meta, repr(self))
+                        raw = await pipe.hmget(meta, list(META_FIELDS))
+                        stored_revision, stored_mark, forgotten = stored_marks(raw, meta, repr(self))
                         commit.check(stored_revision, self._where)
 
                         async def read(index: int, pipe: Any = pipe) -> str | bytes | None:
@@ -139,8 +140,14 @@ class AsyncRedisStorage(AsyncJsonStore):
 
                         stored = await existing_pages(commit, read)
                         writes = commit.pages_to_write(stored_mark, stored, self._where)
+                        # Listing the pages only for a save that forgets more than the stored one.
+                        forget = (
+                            commit.pages_to_forget(page_indices_of(await pipe.hkeys(pages)))
+                            if commit.forgotten_through > forgotten
+                            else []
+                        )
                         pipe.multi()  # type: ignore[no-untyped-call]
-                        queue_commit(pipe, self._keys, commit, writes)
+                        queue_commit(pipe, self._keys, commit, writes, forget)
                         await pipe.execute()
                         return
                     except self._watch_error:

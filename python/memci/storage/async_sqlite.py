@@ -22,6 +22,7 @@ from memci.errors import StorageError
 from memci.storage.async_json_store import AsyncJsonStore, existing_pages
 from memci.storage.json_store import Commit
 from memci.storage.sqlite import (
+    FORGET_PAGES,
     INSERT_PAGE_ONCE,
     LIST_PAGES,
     REPLACE_PAGE,
@@ -177,7 +178,10 @@ class AsyncSqliteStorage(AsyncJsonStore):
             stored_revision, stored_mark = (0, 0) if row is None else row
             commit.check(stored_revision, self._where)
             stored = await existing_pages(commit, self._read_page_text)
-            for index, text in commit.pages_to_write(stored_mark, stored, self._where):
+            writes = commit.pages_to_write(stored_mark, stored, self._where)
+            if commit.forgotten_through:
+                await self._conn.execute(FORGET_PAGES, (self.namespace, commit.forgotten_through))
+            for index, text in writes:
                 await self._conn.execute(REPLACE_PAGE, (self.namespace, index, text))
             await self._conn.execute(REPLACE_STATE, state_row(self.namespace, commit))
 

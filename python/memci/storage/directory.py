@@ -19,12 +19,14 @@ the stored state's ``pages_through``, which the next save replaces.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from memci.errors import StorageError
 from memci.storage.json_store import Commit, JsonStore, decode_state, revision_of
@@ -119,6 +121,10 @@ class DirectoryStorage(JsonStore):
                 raise StorageError(f"{self.path}: corrupt store: no {_PAGES}/ folder", str(self.path))
             (self.path / _PAGES).mkdir()
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (and deep-copied) by its path and options: the copy opens the same folder."""
+        return (functools.partial(DirectoryStorage, str(self.path), read_only=self.read_only, fsync=self.fsync), ())
+
     def _check_marker(self, marker: Path) -> None:
         try:
             info = json.loads(marker.read_text(encoding="utf-8"))
@@ -190,6 +196,14 @@ class DirectoryStorage(JsonStore):
             stored = {} if stored_text is None else decode_state(stored_text, self._where)
             commit.check(revision_of(stored), self._where)
             stored_mark = stored.get("pages_through", 0)
-            for index, text in commit.pages_to_write(stored_mark, self._read_page_text, self._where):
+            writes = commit.pages_to_write(stored_mark, self._read_page_text, self._where)
+            for index, text in writes:
                 write_atomic(self._page_path(index), text, fsync=self.fsync)
             write_atomic(self.path / _STATE, commit.state_text, fsync=self.fsync)
+            # Forgotten pages go once the new state (which no longer names them) is in place: a
+            # crash in between leaves pages no loaded state reads (the next forgetting save deletes them).
+            if commit.forgotten_through > stored.get("forgotten_through", 0):
+                for index in commit.pages_to_forget(self._list_page_indices()):
+                    self._page_path(index).unlink(missing_ok=True)
+                if self.fsync:
+                    _fsync_dir(self.path / _PAGES)

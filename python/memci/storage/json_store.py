@@ -141,10 +141,15 @@ def _state_problem(state: Any) -> str | None:
         return f"must be a dict, got {type(state).__name__}"
     if "version" not in state:
         return "missing key 'version'"
-    for key, minimum in (("revision", 1), ("pages_through", 0)):
+    for key, minimum in (("revision", 1), ("pages_through", 0), ("forgotten_through", 0)):
         value = state.get(key, minimum)
         if type(value) is not int or value < minimum:
             return f"{key} must be an int >= {minimum}, got {shown(value)}"
+    if state.get("forgotten_through", 0) > state.get("pages_through", 0):
+        return (
+            f"forgotten_through ({state['forgotten_through']}) must not be above "
+            f"pages_through ({state.get('pages_through', 0)})"
+        )
     return None
 
 
@@ -205,6 +210,8 @@ class Commit:
     ``pages_through`` is the state's ``pages_through`` key (0 if absent): every page at or below it
     is committed, that is written once for good; a page above the stored state's ``pages_through``
     is an orphan of a run that died before its save, and a later save replaces it.
+    ``forgotten_through`` is the state's ``forgotten_through`` key (0 if absent): the commit deletes
+    every stored page at or below it (``ContextSystem.clear(forget=True)``), in the same step.
     """
 
     state_text: str
@@ -212,6 +219,12 @@ class Commit:
     pages_through: int
     #: (index, JSON text, the page) of each page to write, ascending.
     pages: tuple[tuple[int, str, dict[str, Any]], ...]
+    forgotten_through: int = 0
+
+    def pages_to_forget(self, stored: Iterable[int]) -> list[int]:
+        """Of the ``stored`` page indices, those this commit deletes (at or below
+        ``forgotten_through``)."""
+        return [index for index in stored if index <= self.forgotten_through]
 
     def check(self, stored_revision: int, where: Callable[[], str]) -> None:
         """Raise :class:`ConflictError` unless this save follows the stored revision."""
@@ -261,9 +274,11 @@ def same_content(stored_text: str | bytes, page: dict[str, Any]) -> bool:
 
 def commit_of(state: Any, pages: Iterable[Any]) -> Commit:
     """The :class:`Commit` of a save of ``state`` with ``pages``, checked and encoded: every page
-    must be at or below the state's ``pages_through``. O(size of both)."""
+    must be at or below the state's ``pages_through`` and above its ``forgotten_through``.
+    O(size of both)."""
     text = encode_state(state)
     pages_through = state.get("pages_through", 0)
+    forgotten_through = state.get("forgotten_through", 0)
     encoded = []
     for page in pages:
         index = check_index(page.get("index") if type(page) is dict else None)
@@ -271,9 +286,14 @@ def commit_of(state: Any, pages: Iterable[Any]) -> Commit:
             raise StorageError(
                 f"state: page {index} is saved with it but pages_through is {pages_through}", f"page {index}"
             )
+        if index <= forgotten_through:
+            raise StorageError(
+                f"state: page {index} is saved with it but forgotten_through is {forgotten_through}",
+                f"page {index}",
+            )
         encoded.append((index, encode_page(index, page), page))
     encoded.sort(key=lambda item: item[0])
-    return Commit(text, state.get("revision"), pages_through, tuple(encoded))
+    return Commit(text, state.get("revision"), pages_through, tuple(encoded), forgotten_through)
 
 
 def check_stored(existing: str | bytes | None, page: dict[str, Any], where: Callable[[], str]) -> None:
@@ -362,7 +382,8 @@ class JsonStore:
         :class:`~memci.ConflictError`, writing nothing, over any other. Each page is written once
         for good when the state's ``pages_through`` covers it (the same page again is a no-op,
         another one a :class:`StorageError`); a stored page above the stored state's
-        ``pages_through`` is an orphan of a run that died before saving, and is replaced.
+        ``pages_through`` is an orphan of a run that died before saving, and is replaced. Every
+        stored page at or below the state's ``forgotten_through`` is deleted in the same step.
         """
         commit = commit_of(state, pages)
         self._locked(lambda: self._commit(commit))
@@ -383,6 +404,16 @@ class JsonStore:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A store that holds a connection cannot travel in a pickle (or a deep copy): a clear
+        :class:`StorageError` instead of Python's. Stores that can (in memory, or reopened by path)
+        override this."""
+        raise StorageError(
+            f"{self!r} cannot be pickled or deep-copied (it holds a connection it did not open); pickle the "
+            "ContextSystem's to_state() instead, and rebuild it with ContextSystem.from_state(state, storage)",
+            repr(self),
+        )
 
     def __enter__(self) -> Self:
         return self

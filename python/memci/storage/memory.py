@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from memci.storage.json_store import Commit, JsonStore
 
 __all__ = ["MemoryStorage"]
@@ -26,6 +28,12 @@ class MemoryStorage(JsonStore):
         self._revision = 0
         self._pages_through = 0
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (and deep-copied) as its JSON texts: a new store holding the same pages and
+        state."""
+        with self._lock:
+            return (_restored, (dict(self._pages), self._state, self._revision, self._pages_through))
+
     def __repr__(self) -> str:
         return f"MemoryStorage(<{len(self._pages)} pages>)"
 
@@ -44,7 +52,10 @@ class MemoryStorage(JsonStore):
 
     def _commit(self, commit: Commit) -> None:
         commit.check(self._revision, self._where)
-        self._pages.update(commit.pages_to_write(self._pages_through, self._pages.get, self._where))
+        writes = commit.pages_to_write(self._pages_through, self._pages.get, self._where)
+        for index in commit.pages_to_forget(list(self._pages)) if commit.forgotten_through else ():
+            del self._pages[index]
+        self._pages.update(writes)
         self._state = commit.state_text
         self._revision = commit.revision or 0
         self._pages_through = commit.pages_through
@@ -52,3 +63,10 @@ class MemoryStorage(JsonStore):
     def _release(self) -> None:
         self._pages = {}
         self._state = None
+
+
+def _restored(pages: dict[int, str], state: str | None, revision: int, pages_through: int) -> MemoryStorage:
+    """A :class:`MemoryStorage` holding what a pickled one held."""
+    store = MemoryStorage()
+    store._pages, store._state, store._revision, store._pages_through = dict(pages), state, revision, pages_through
+    return store

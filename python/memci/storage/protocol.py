@@ -37,7 +37,9 @@ class Storage(Protocol):
         """Write ``pages`` and replace the whole system state, as one atomic commit; a compare-and-set
         on ``state["revision"]`` when it has one (:class:`~memci.ConflictError` over any revision
         but ``revision - 1``, nothing written). Pages at or below the stored state's
-        ``pages_through`` are written once; a stored page above it (an orphan) is replaced."""
+        ``pages_through`` are written once; a stored page above it (an orphan) is replaced. Every
+        stored page at or below ``state["forgotten_through"]`` (when it has one) is deleted in the
+        same commit."""
 
     def load_state(self) -> dict[str, Any] | None:
         """The last state saved, or None."""

@@ -19,6 +19,7 @@ package: ``pip install 'memci[redis]'``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     import redis
 
 __all__ = [
+    "META_FIELDS",
     "SCHEMA_VERSION",
     "RedisStorage",
     "client_place",
@@ -110,21 +112,33 @@ def page_indices_of(fields: list[Any]) -> list[int]:
     return sorted(found)
 
 
-def stored_marks(raw: list[Any], key: str, where: str) -> tuple[int, int]:
-    """The stored revision and ``pages_through`` read from the meta hash (0 where absent)."""
+#: The fields of the meta hash: the stored state's revision and page marks.
+META_FIELDS = ("revision", "pages_through", "forgotten_through")
+
+
+def stored_marks(raw: list[Any], key: str, where: str) -> tuple[int, int, int]:
+    """The stored revision, ``pages_through`` and ``forgotten_through`` read from the meta hash's
+    :data:`META_FIELDS` (0 where absent)."""
     try:
-        return (int(raw[0] or 0), int(raw[1] or 0))
+        revision, pages_through, forgotten_through = (int(value or 0) for value in raw)
     except ValueError:
-        raise StorageError(f"{where}: {key} holds {raw!r}, not a revision and a page mark", key) from None
+        raise StorageError(f"{where}: {key} holds {raw!r}, not a revision and page marks", key) from None
+    return revision, pages_through, forgotten_through
 
 
-def queue_commit(pipe: Any, keys: dict[str, str], commit: Commit, writes: list[tuple[int, str]]) -> None:
-    """Queue the writes of ``commit`` on a pipeline in ``MULTI``: the pages, the state, the meta."""
+def queue_commit(
+    pipe: Any, keys: dict[str, str], commit: Commit, writes: list[tuple[int, str]], forget: list[int]
+) -> None:
+    """Queue the writes of ``commit`` on a pipeline in ``MULTI``: the pages it forgets deleted, its
+    pages, the state, the meta."""
+    if forget:
+        pipe.hdel(keys["pages"], *map(str, forget))
     for index, text in writes:
         pipe.hset(keys["pages"], str(index), text)
     pipe.set(keys["state"], commit.state_text)
     pipe.hset(keys["meta"], "revision", commit.revision or 0)
     pipe.hset(keys["meta"], "pages_through", commit.pages_through)
+    pipe.hset(keys["meta"], "forgotten_through", commit.forgotten_through)
 
 
 class RedisStorage(JsonStore):
@@ -150,6 +164,8 @@ class RedisStorage(JsonStore):
         self.prefix = prefix
         self._errors: tuple[type[Exception], ...] = (redis.RedisError,)
         self._watch_error: type[Exception] = redis.WatchError
+        #: The URL it was opened from (None when given a client): a pickle reopens it.
+        self._url = target if isinstance(target, str) else None
         import redis.asyncio
 
         self._client, self._owns_client = open_client(
@@ -160,6 +176,13 @@ class RedisStorage(JsonStore):
         except BaseException:
             self._release()
             raise
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (and deep-copied) by its URL and prefix when it was opened from a URL (the URL,
+        with any password in it, travels in the pickle); one made on a client cannot be."""
+        if self._url is None:
+            return super().__reduce__()
+        return (functools.partial(RedisStorage, self._url, prefix=self.prefix), ())
 
     def _call(self, what: str, work: Callable[[], T]) -> T:
         try:
@@ -218,14 +241,20 @@ class RedisStorage(JsonStore):
                 while True:
                     try:
                         pipe.watch(pages, state, meta)  # type: ignore[no-untyped-call]
-                        raw = pipe.hmget(meta, "revision", "pages_through")
-                        stored_revision, stored_mark = stored_marks(raw, meta, repr(self))
+                        raw = pipe.hmget(meta, *META_FIELDS)
+                        stored_revision, stored_mark, forgotten = stored_marks(raw, meta, repr(self))
                         commit.check(stored_revision, self._where)
                         writes = commit.pages_to_write(
                             stored_mark, lambda index: pipe.hget(pages, str(index)), self._where
                         )
+                        # Listing the pages only for a save that forgets more than the stored one.
+                        forget = (
+                            commit.pages_to_forget(page_indices_of(pipe.hkeys(pages)))
+                            if commit.forgotten_through > forgotten
+                            else []
+                        )
                         pipe.multi()
-                        queue_commit(pipe, self._keys, commit, writes)
+                        queue_commit(pipe, self._keys, commit, writes, forget)
                         pipe.execute()
                         return
                     except self._watch_error:

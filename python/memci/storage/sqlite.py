@@ -19,8 +19,10 @@ writes on power loss, and is much faster on slow disks.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -65,6 +67,7 @@ REPLACE_PAGE = (
     "INSERT INTO memci_pages (namespace, page_index, body) VALUES (?, ?, ?) "
     "ON CONFLICT DO UPDATE SET body = excluded.body"
 )
+FORGET_PAGES = "DELETE FROM memci_pages WHERE namespace = ? AND page_index <= ?"
 LIST_PAGES = "SELECT page_index FROM memci_pages WHERE namespace = ? ORDER BY page_index"
 SELECT_STATE = "SELECT body FROM memci_state WHERE namespace = ?"
 SELECT_MARKS = "SELECT revision, pages_through FROM memci_state WHERE namespace = ?"
@@ -123,6 +126,8 @@ class SqliteStorage(JsonStore):
         self.path = Path(path)
         self.namespace = namespace
         self.read_only = read_only
+        self._synchronous: Literal["FULL", "NORMAL"] = synchronous
+        self._timeout = timeout
         if read_only and not self.path.is_file():
             raise StorageError(f"{self.path}: no such database file", str(self.path))
         target = connection_uri(self.path, read_only)
@@ -136,10 +141,22 @@ class SqliteStorage(JsonStore):
             self._conn.close()
             raise
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (and deep-copied) by its path and options: the copy opens the same file."""
+        reopen = functools.partial(
+            SqliteStorage,
+            str(self.path),
+            namespace=self.namespace,
+            read_only=self.read_only,
+            synchronous=self._synchronous,
+            timeout=self._timeout,
+        )
+        return (reopen, ())
+
     def _open(self, synchronous: str) -> None:
         with self._errors("not a memci SQLite store"):
             if not self.read_only:
-                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._write_ahead_log()
                 self._conn.execute(f"PRAGMA synchronous={synchronous}")
                 self._transaction(self._create_schema)
             version = self._schema_version()
@@ -149,6 +166,22 @@ class SqliteStorage(JsonStore):
                 "read_only to upgrade it",
                 str(self.path),
             )
+
+    def _write_ahead_log(self) -> None:
+        """Switch the file to WAL. SQLite answers "database is locked" at once, without waiting, when
+        another connection opens a new file at the same moment: retried, backing off, for up to
+        ``timeout`` seconds, as SQLite waits for its other locks."""
+        deadline = time.monotonic() + self._timeout
+        pause = 0.001
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(2 * pause, 0.05)
 
     def _schema_version(self) -> int:
         tables = {row[0] for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -248,7 +281,10 @@ class SqliteStorage(JsonStore):
             row = self._conn.execute(SELECT_MARKS, (self.namespace,)).fetchone()
             stored_revision, stored_mark = (0, 0) if row is None else row
             commit.check(stored_revision, self._where)
-            for index, text in commit.pages_to_write(stored_mark, self._read_page_text, self._where):
+            writes = commit.pages_to_write(stored_mark, self._read_page_text, self._where)
+            if commit.forgotten_through:
+                self._conn.execute(FORGET_PAGES, (self.namespace, commit.forgotten_through))
+            for index, text in writes:
                 self._conn.execute(REPLACE_PAGE, (self.namespace, index, text))
             self._conn.execute(REPLACE_STATE, state_row(self.namespace, commit))
 
