@@ -410,3 +410,19 @@ def _weather_tool() -> dict[str, Any]:
         "type": "function",
         "function": {"name": "weather", "description": "The weather.", "parameters": parameters},
     }
+
+
+async def test_a_summarizer_calling_back_into_its_system_is_refused_not_deadlocked() -> None:
+    holder: list[AsyncContextSystem] = []
+
+    class CallsBack:
+        async def asummarize(self, page: memci.Page) -> PageSummary:
+            await holder[0].pages()
+            return FixedSummarizer().summarize(page)
+
+    actx = AsyncContextSystem(PROMPT, active_pages=1, summarizer=CallsBack())
+    holder.append(actx)
+    await actx.extend(interaction(1))
+    with pytest.raises(InvalidOperationError, match="called back from its own summarizer"):
+        await actx.add(user("Question 2"))
+    assert [p.index for p in await actx.pages()] == [1], "the add was undone"

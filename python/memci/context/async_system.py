@@ -45,6 +45,11 @@ AnySummarizer = AsyncSummarizer | AsyncSummarizerFn | Summarizer | Callable[[str
 AnyStorage = AsyncStorage | Storage
 
 
+#: The system whose call the current code runs inside (set in the worker thread, and so in the
+#: coroutines of the store and summarizer it schedules on the loop): a call back into that system
+#: would wait for its own lock for ever, and is refused instead.
+_serving: contextvars.ContextVar[AsyncContextSystem | None] = contextvars.ContextVar("memci_serving", default=None)
+
 _workers: ThreadPoolExecutor | None = None
 _workers_lock = threading.Lock()
 
@@ -185,9 +190,19 @@ class AsyncContextSystem:
         the caller is cancelled, the thread (which cannot be stopped) still finishes before the
         lock is released, so the next call sees a system that is not half-way through anything;
         then the cancellation is raised."""
+        if _serving.get() is self:
+            raise InvalidOperationError(
+                "AsyncContextSystem: called back from its own summarizer or storage while it works "
+                "(its methods are not re-entrant)"
+            )
+
+        def serve() -> T:
+            _serving.set(self)
+            return work()
+
         async with self._lock:
             loop = self._loop.loop = asyncio.get_running_loop()
-            future = loop.run_in_executor(_worker_pool(), contextvars.copy_context().run, work)
+            future = loop.run_in_executor(_worker_pool(), contextvars.copy_context().run, serve)
             try:
                 return await asyncio.shield(future)
             except asyncio.CancelledError:
