@@ -426,3 +426,81 @@ async def test_a_summarizer_calling_back_into_its_system_is_refused_not_deadlock
     with pytest.raises(InvalidOperationError, match="called back from its own summarizer"):
         await actx.add(user("Question 2"))
     assert [p.index for p in await actx.pages()] == [1], "the add was undone"
+
+
+def anthropic_turn(n: int) -> list[Message]:
+    use = {"type": "tool_use", "id": f"toolu_{n}", "name": "lookup", "input": {"q": f"item {n}"}}
+    result = {"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": f"item {n} is fine"}
+    return [
+        {"role": "user", "content": f"Question {n}: what about item {n}?"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Checking."}, use]},
+        {"role": "user", "content": [result]},
+        {"role": "assistant", "content": f"Answer {n}: item {n} is fine."},
+    ]
+
+
+def anthropic_recall(n: int, page_index: int) -> tuple[list[Message], Any]:
+    block = {"type": "tool_use", "id": f"recall_{n}", "name": "recall_page", "input": {"page_index": page_index}}
+    return [{"role": "assistant", "content": [block]}], block
+
+
+def responses_recall(n: int, page_index: int) -> tuple[list[Message], Any]:
+    from test_items import call_item
+
+    item = call_item(f"recall_{n}", "recall_page", {"page_index": page_index})
+    return [item], item
+
+
+def answer_message(wire: str, answer: Message) -> Message:
+    return {"role": "user", "content": [answer]} if wire == "anthropic" else answer
+
+
+@pytest.mark.parametrize("wire", ["anthropic", "responses"])
+async def test_the_agent_loop_in_the_other_wire_formats_matches_the_sync_system(wire: str, tmp_path: Path) -> None:
+    from test_items import turn as responses_turn
+
+    interaction_of, recall_of = {
+        "anthropic": (anthropic_turn, anthropic_recall),
+        "responses": (responses_turn, responses_recall),
+    }[wire]
+    # Five active pages would hold every turn but the first: the token limit archives the rest,
+    # inside build_messages, with the async summarizer awaited there.
+    options: dict[str, Any] = {"tools": wire, "active_pages": 5, "max_context_tokens": 550}
+    async with AsyncSqliteStorage(tmp_path / "agent.db") as store:
+        actx = AsyncContextSystem(PROMPT, storage=store, summarizer=AsyncFixed(), **options)
+        ctx = ContextSystem(PROMPT, summarizer=FixedSummarizer(), **options)
+        full_pages = 0  # recalls answered with an archived page (not "still in the window")
+        for n in range(1, 7):
+            messages = interaction_of(n)
+            assert await actx.extend(messages[:1]) == ctx.extend(messages[:1])
+            if n >= 4:
+                calls, call = recall_of(n, n - 3)
+                await actx.extend(calls)
+                ctx.extend(calls)
+                assert actx.is_recall_call(call)
+                answer = await actx.handle_tool_call(call)
+                assert answer == ctx.handle_tool_call(call)
+                full_pages += f"Question {n - 3}" in json.dumps(answer) or f"city {n - 3}" in json.dumps(answer)
+                await actx.add(answer_message(wire, answer))
+                ctx.add(answer_message(wire, answer))
+            await actx.extend(messages[1:])
+            ctx.extend(messages[1:])
+            assert await actx.build_messages() == ctx.build_messages()
+            assert await actx.end_round() == ctx.end_round()
+            await actx.save()
+            ctx.save()
+        assert await actx.state() == ctx.state()
+        assert len(await actx.pages()) < 4, "max_context_tokens archived pages in build_messages"
+        assert full_pages >= 1
+        again = await AsyncContextSystem.load(store, summarizer=AsyncFixed())
+        assert await again.build_messages() == ctx.build_messages()
+
+
+async def test_an_async_context_system_is_not_copied_or_pickled_but_travels_as_state() -> None:
+    import copy
+    import pickle
+
+    actx = AsyncContextSystem(PROMPT)
+    for attempt in (copy.copy, copy.deepcopy, pickle.dumps):
+        with pytest.raises(InvalidOperationError, match="to_state"):
+            attempt(actx)

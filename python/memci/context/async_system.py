@@ -409,5 +409,13 @@ class AsyncContextSystem:
     def max_context_tokens(self) -> int | None:
         return self._system.max_context_tokens
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Refused: a system bound to an event loop, a lock and a store's connection cannot be
+        copied or pickled. Its state can: ``await to_state()``, then ``from_state``."""
+        raise InvalidOperationError(
+            "AsyncContextSystem cannot be copied or pickled: await ctx.to_state() (after save()) and "
+            "rebuild it with await AsyncContextSystem.from_state(state, storage)"
+        )
+
     def __repr__(self) -> str:
         return f"<memci.AsyncContextSystem: round {self._system.round}, storage {self.storage!r}>"
