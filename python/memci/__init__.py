@@ -8,8 +8,9 @@
 
 See :class:`MessageArray`, the configs of :mod:`memci.ops`, and ``docs/message-array.md``.
 
-``import memci`` loads the core modules only. The context system and the stores (the wings
-:mod:`memci.context` and :mod:`memci.storage`) load when one of their names is first used,
+``import memci`` loads the core modules only. The context system, the stores and the model
+summarizer (the wings :mod:`memci.context`, :mod:`memci.storage` and :mod:`memci.summarizers`) load
+when one of their names is first used,
 :mod:`memci.formats` when it is first used, and numpy when ``MessageArray.indices`` is first
 called.
 """
@@ -42,12 +43,14 @@ if TYPE_CHECKING:
     from memci import context as context
     from memci import formats
     from memci import storage as storage
+    from memci import summarizers as summarizers
     from memci.context.contents import ArchivePolicy, ContentsEntry, DroppedEntry, PageListing, RoundResult
     from memci.context.page import Entry, Page
     from memci.context.search import PageSearch, SearchHit
     from memci.context.summary import CallableSummarizer, ExtractiveSummarizer, PageSummary, Summarizer
     from memci.context.system import ContextSystem
     from memci.storage import DirectoryStorage, MemoryStorage, RedisStorage, SqliteStorage, Storage
+    from memci.summarizers import ModelSummarizer
 
 #: The names of the wings, by the module that defines them: imported on first use.
 _WINGS = {
@@ -57,9 +60,10 @@ _WINGS = {
     "memci.context.summary": ("CallableSummarizer", "ExtractiveSummarizer", "PageSummary", "Summarizer"),
     "memci.context.system": ("ContextSystem",),
     "memci.storage": ("DirectoryStorage", "MemoryStorage", "RedisStorage", "SqliteStorage", "Storage"),
+    "memci.summarizers": ("ModelSummarizer",),
 }
 _LAZY = {name: module for module, names in _WINGS.items() for name in names}
-_LAZY_MODULES = ("context", "formats", "storage")
+_LAZY_MODULES = ("context", "formats", "storage", "summarizers")
 
 if not TYPE_CHECKING:  # to the type checker the names above are plain imports
 
@@ -102,6 +106,7 @@ __all__ = [
     "MemciError",
     "MemoryStorage",
     "MessageArray",
+    "ModelSummarizer",
     "OperationResult",
     "Page",
     "PageError",
