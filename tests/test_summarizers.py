@@ -17,6 +17,7 @@ import memci
 import pytest
 from memci import ExtractiveSummarizer, Page, PageSummary, SummaryError
 from memci.summarizers import ModelSummarizer
+from test_formats import _check
 
 Message = dict[str, Any]
 
@@ -208,6 +209,24 @@ def test_an_image_only_request_is_described_to_the_model_and_in_the_fallback() -
     assert ModelSummarizer(chat_client(create), "m").summarize(page).summary == "User shared a photo of a cat on a sofa"
     assert "[1] user: sent an image\n[2] assistant: A cat on a sofa." in create.requests[0]["messages"][0]["content"]
     assert extractive(page) == PageSummary("user sent an image", ("user: sent an image", "assistant: A cat on a sofa."))
+
+
+def test_the_requests_validate_against_the_sdks_request_types() -> None:
+    pytest.importorskip("openai")
+    from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
+    from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
+
+    chat, responses = answering(GOOD), Create(lambda _: {"output_text": json.dumps(GOOD)})
+    ModelSummarizer(chat_client(chat), "m", options={"temperature": 0, "max_tokens": 400}).summarize(PAGE)
+    ModelSummarizer(SimpleNamespace(responses=SimpleNamespace(create=responses)), "m", api="responses").summarize(PAGE)
+    for kind, (request,) in (
+        (CompletionCreateParamsNonStreaming, chat.requests),
+        (ResponseCreateParamsNonStreaming, responses.requests),
+    ):
+        assert request.pop("timeout") == 60.0  # the SDKs' per-call option, not a request field
+        _check(kind, request)
+    with pytest.raises(ValueError, match="extra"):
+        _check(CompletionCreateParamsNonStreaming, {**chat.requests[0], "prompt": "x"})
 
 
 # ---- failures fall back ----------------------------------------------------------------------------

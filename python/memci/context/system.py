@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from memci import _core, tokens
 from memci.context import recall
@@ -46,6 +46,9 @@ from memci.errors import (
 from memci.sanitize import sanitize_messages
 from memci.storage import MemoryStorage, Storage
 from memci.tokens import Counter
+
+if TYPE_CHECKING:
+    from memci.formats import AnthropicTool, ChatMessage, ChatTool
 
 __all__ = ["ContextSystem"]
 
@@ -296,7 +299,7 @@ class ContextSystem:
             window.insert(self._system_len, {"role": "system", "content": contents})
         return window
 
-    def build_messages(self, *, sanitize: bool = True) -> list[Message]:
+    def build_messages(self, *, sanitize: bool = True) -> list[ChatMessage]:
         """What to send the model: the system segment, the contents page as one system message
         (left out while it has no entry), then the active pages; then ``memci.sanitize_messages``
         (``sanitize=False`` skips it). With ``max_context_tokens``, the oldest active pages (never
@@ -307,8 +310,8 @@ class ContextSystem:
             if messages is None:
                 messages = self._assemble(self._archive.render())
         if not sanitize:
-            return messages
-        return sanitize_messages(messages).messages
+            return cast("list[ChatMessage]", messages)
+        return cast("list[ChatMessage]", sanitize_messages(messages).messages)
 
     def _fit(self, limit: int) -> list[Message] | None:
         """Archive the oldest active pages until the window fits ``limit``. Returns the window when
@@ -433,10 +436,12 @@ class ContextSystem:
             return self._search.search(query, k)
 
     @overload
-    def tool_definitions(self, format: Literal["openai", "anthropic"] = "openai") -> list[dict[str, Any]]: ...
+    def tool_definitions(self, format: Literal["openai"] = "openai") -> list[ChatTool]: ...
+    @overload
+    def tool_definitions(self, format: Literal["anthropic"]) -> list[AnthropicTool]: ...
     @overload
     def tool_definitions(self, format: Literal["attp"]) -> str: ...
-    def tool_definitions(self, format: ToolFormat = "openai") -> list[dict[str, Any]] | str:
+    def tool_definitions(self, format: ToolFormat = "openai") -> list[Any] | str:
         """The recall tools for the model: OpenAI function tools, Anthropic tools, or the ATTP
         listing (text). Pass them to the model with your own tools."""
         return recall.tool_definitions(format)
