@@ -29,13 +29,18 @@ def loaded_after(code: str) -> set[str]:
 def test_import_memci_loads_the_core_but_no_wing_and_no_heavy_or_optional_package() -> None:
     loaded = loaded_after("import memci")
     assert {"memci.array", "memci.ops", "memci.sanitize", "memci.tokens", "memci.usage"} <= loaded
-    lazy = ("memci.context", "memci.storage", "memci.formats", "memci.cli")
+    lazy = ("memci.context", "memci.storage", "memci.formats", "memci.summarizers", "memci.cli")
     assert sorted(m for m in loaded if m.startswith(lazy)) == []
     assert sorted(m for m in loaded if m.split(".")[0] in (*HEAVY, "sqlite3", "tomllib")) == []
 
 
 @pytest.mark.parametrize(
-    ("name", "wing"), [("ContextSystem", "memci.context.system"), ("SqliteStorage", "memci.storage")]
+    ("name", "wing"),
+    [
+        ("ContextSystem", "memci.context.system"),
+        ("SqliteStorage", "memci.storage"),
+        ("ModelSummarizer", "memci.summarizers"),
+    ],
 )
 def test_a_wings_name_loads_its_wing_on_first_use_and_still_no_heavy_package(name: str, wing: str) -> None:
     loaded = loaded_after(f"import memci\nmemci.{name}")

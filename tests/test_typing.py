@@ -33,6 +33,78 @@ AGENT = """
         openai.chat.completions.create(model="gpt-4o", messages=formats.to_openai(request))
 """
 
+CONTEXT = """
+    import asyncio
+
+    from anthropic import Anthropic
+    from openai import AsyncOpenAI, OpenAI
+    from openai.types.chat import ChatCompletionToolParam
+
+    import memci
+    from memci import formats
+    from memci.summarizers import ModelSummarizer
+
+
+    def chat_turn(client: OpenAI, ctx: memci.ContextSystem, my_tools: list[ChatCompletionToolParam]) -> None:
+        response = client.chat.completions.create(
+            model="gpt-4o", messages=ctx.build_messages(), tools=[*my_tools, *ctx.tool_definitions()]
+        )
+        reply = response.choices[0].message
+        ctx.add(reply.model_dump(exclude_none=True))
+        for call in reply.tool_calls or []:
+            if ctx.is_recall_call(call):
+                ctx.add(ctx.handle_tool_call(call))
+        ctx.end_round()
+
+
+    def anthropic_turn(client: Anthropic, ctx: memci.ContextSystem) -> None:
+        client.messages.create(
+            model="claude-sonnet-4-5",
+            max_tokens=1024,
+            tools=ctx.tool_definitions("anthropic"),
+            **formats.to_anthropic(ctx.build_messages()),
+        )
+
+
+    def responses_turn(client: OpenAI, ctx: memci.ContextSystem) -> None:
+        client.responses.create(model="gpt-4o", input=formats.to_responses(ctx.build_messages()))
+
+
+    def attp_listing(ctx: memci.ContextSystem) -> str:
+        return ctx.tool_definitions("attp")
+
+
+    def model_summaries(client: OpenAI, async_client: AsyncOpenAI, page: memci.Page) -> memci.PageSummary:
+        summarizer = ModelSummarizer(client, "gpt-4o-mini", max_chars=120)
+        memci.ContextSystem("Be brief.", summarizer=summarizer)
+        memci.ContextSystem("Be brief.", summarizer=memci.ModelSummarizer(client, "m", api="responses"))
+        asyncio.run(ModelSummarizer(async_client, "gpt-4o-mini").asummarize(page))
+        return summarizer.summarize(page)
+"""
+
+#: Each a call that must fail, with what mypy must name.
+WRONG_CONTEXT = {
+    "anthropic tools to chat completions": (
+        "client.chat.completions.create(model='m', messages=ctx.build_messages(), "
+        "tools=ctx.tool_definitions('anthropic'))",
+        '"tools"',
+    ),
+    "chat tools to anthropic": (
+        "claude.messages.create(model='m', max_tokens=8, tools=ctx.tool_definitions(), "
+        "**formats.to_anthropic(ctx.build_messages()))",
+        '"tools"',
+    ),
+    "chat messages to anthropic": (
+        "claude.messages.create(model='m', max_tokens=8, messages=ctx.build_messages())",
+        '"messages"',
+    ),
+    "the attp listing as tools": (
+        "client.chat.completions.create(model='m', messages=ctx.build_messages(), tools=ctx.tool_definitions('attp'))",
+        '"tools"',
+    ),
+    "a page summary as a str": ("text: str = ModelSummarizer(client, 'm').summarize(page)", "PageSummary"),
+}
+
 WRONG = """
     from typing import Any
 
@@ -65,3 +137,60 @@ def test_a_wrong_call_does_not(tmp_path: Path) -> None:
     assert status == 1, output
     assert '"messages"' in output, output
     assert "[arg-type]" in output, output
+
+
+def test_the_context_systems_requests_type_check(tmp_path: Path) -> None:
+    output, status = mypy_strict(tmp_path, CONTEXT)
+    assert status == 0, output
+
+
+@pytest.mark.parametrize("case", WRONG_CONTEXT, ids=str)
+def test_a_wrong_use_of_the_context_system_does_not(tmp_path: Path, case: str) -> None:
+    line, named = WRONG_CONTEXT[case]
+    source = f"""
+    from anthropic import Anthropic
+    from openai import OpenAI
+
+    import memci
+    from memci import formats
+    from memci.summarizers import ModelSummarizer
+
+
+    def turn(client: OpenAI, claude: Anthropic, ctx: memci.ContextSystem, page: memci.Page) -> None:
+        {line}
+"""
+    output, status = mypy_strict(tmp_path, source)
+    assert status == 1, output
+    assert named in output, output
+    assert output.count("error:") == 1, output
+
+
+#: What the README's examples take as given: the agent's own tools and their runner.
+README_PRELUDE = """
+from typing import Any
+
+import openai
+from openai.types.chat import ChatCompletionMessageToolCallUnion, ChatCompletionToolParam
+
+import memci
+
+my_tools: list[ChatCompletionToolParam] = []
+
+
+def run_my_tool(call: ChatCompletionMessageToolCallUnion) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call.id, "content": "done"}
+"""
+
+
+def readme_blocks(*needles: str) -> list[str]:
+    """The README's Python examples that hold one of ``needles``."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
+    return [block for block in blocks if any(needle in block for needle in needles)]
+
+
+def test_the_readmes_agent_loop_and_summarizer_type_check(tmp_path: Path) -> None:
+    blocks = readme_blocks("ctx.build_messages()", "ModelSummarizer")
+    assert len(blocks) == 2
+    output, status = mypy_strict(tmp_path, README_PRELUDE + "\n\n".join(blocks))
+    assert status == 0, output

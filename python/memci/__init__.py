@@ -8,8 +8,9 @@
 
 See :class:`MessageArray`, the configs of :mod:`memci.ops`, and ``docs/message-array.md``.
 
-``import memci`` loads the core modules only. The context system and the stores (the wings
-:mod:`memci.context` and :mod:`memci.storage`) load when one of their names is first used,
+``import memci`` loads the core modules only. The context system, the stores and the model
+summarizer (the wings :mod:`memci.context`, :mod:`memci.storage` and :mod:`memci.summarizers`) load
+when one of their names is first used,
 :mod:`memci.formats` when it is first used, and numpy when ``MessageArray.indices`` is first
 called.
 """
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from memci import context as context
     from memci import formats
     from memci import storage as storage
+    from memci import summarizers as summarizers
     from memci.context.async_summary import AsyncSummarizer
     from memci.context.async_system import AsyncContextSystem
     from memci.context.contents import ArchivePolicy, ContentsEntry, DroppedEntry, PageListing, RoundResult
@@ -60,6 +62,7 @@ if TYPE_CHECKING:
         Storage,
         ThreadedStorage,
     )
+    from memci.summarizers import ModelSummarizer
 
 #: The names of the wings, by the module that defines them: imported on first use.
 _WINGS = {
@@ -81,9 +84,10 @@ _WINGS = {
         "Storage",
         "ThreadedStorage",
     ),
+    "memci.summarizers": ("ModelSummarizer",),
 }
 _LAZY = {name: module for module, names in _WINGS.items() for name in names}
-_LAZY_MODULES = ("context", "formats", "storage")
+_LAZY_MODULES = ("context", "formats", "storage", "summarizers")
 
 if not TYPE_CHECKING:  # to the type checker the names above are plain imports
 
@@ -131,6 +135,7 @@ __all__ = [
     "MemciError",
     "MemoryStorage",
     "MessageArray",
+    "ModelSummarizer",
     "OperationResult",
     "Page",
     "PageError",

@@ -30,15 +30,18 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypeAlias, TypedDict, cast
 from memci.errors import InvalidMessageError
 
 if TYPE_CHECKING:
-    from anthropic.types import MessageParam, TextBlockParam
+    from anthropic.types import MessageParam, TextBlockParam, ToolParam
     from langchain_core.messages import BaseMessage
-    from openai.types.chat import ChatCompletionMessageParam
-    from openai.types.responses import ResponseInputItemParam
+    from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
+    from openai.types.responses import FunctionToolParam, ResponseInputItemParam
 
 __all__ = [
     "AnthropicRequest",
+    "AnthropicTool",
     "ChatMessage",
+    "ChatTool",
     "ResponseItem",
+    "ResponsesTool",
     "from_langchain",
     "from_responses",
     "to_anthropic",
@@ -56,6 +59,15 @@ ChatMessage: TypeAlias = "ChatCompletionMessageParam"
 #: A Responses API input item as the OpenAI SDK types it (``ResponseInputItemParam``): what
 #: ``to_responses`` returns, for type checkers. At run time a plain dict.
 ResponseItem: TypeAlias = "ResponseInputItemParam"
+#: A Chat Completions function tool as the OpenAI SDK types it (``ChatCompletionToolParam``): what
+#: ``ContextSystem.tool_definitions("openai")`` returns, for type checkers. At run time a plain dict.
+ChatTool: TypeAlias = "ChatCompletionToolParam"
+#: A tool of Anthropic's ``messages.create`` as the Anthropic SDK types it (``ToolParam``): what
+#: ``ContextSystem.tool_definitions("anthropic")`` returns, for type checkers. At run time a plain dict.
+AnthropicTool: TypeAlias = "ToolParam"
+#: A function tool of the Responses API as the OpenAI SDK types it (``FunctionToolParam``): what
+#: ``ContextSystem.tool_definitions("responses")`` returns, for type checkers. At run time a plain dict.
+ResponsesTool: TypeAlias = "FunctionToolParam"
 
 
 class AnthropicRequest(TypedDict):

@@ -7,10 +7,18 @@ import unicodedata
 
 import memci
 import pytest
-from context_helpers import calling, interaction, make, tool, user
+from context_helpers import assistant, calling, interaction, make, tool, user
 from hypothesis import given
 from hypothesis import strategies as st
-from memci.context.summary import ELLIPSIS, CallableSummarizer, ExtractiveSummarizer, as_summarizer, cut, first_sentence
+from memci.context.summary import (
+    ELLIPSIS,
+    CallableSummarizer,
+    ExtractiveSummarizer,
+    PageSummary,
+    as_summarizer,
+    cut,
+    first_sentence,
+)
 
 
 def page_of(*messages: dict[str, object]) -> memci.Page:
@@ -119,6 +127,66 @@ def test_blocks_and_tool_uses_are_summarised_from_their_text():
 def test_a_page_without_a_user_message_is_named_by_its_first_entry():
     summary = ExtractiveSummarizer().summarize(page_of({"role": "assistant", "content": "Welcome back."}))
     assert summary.summary == "Welcome back."
+
+
+PNG_URL = "data:image/png;base64,iVBORw0KGgo="
+
+
+@pytest.mark.parametrize(
+    ("content", "holding"),
+    [
+        ([{"type": "image_url", "image_url": {"url": PNG_URL}}], "an image"),  # chat completions
+        ([{"type": "image", "source": {"type": "url", "url": "https://x/a.png"}}], "an image"),  # Anthropic
+        ([{"type": "input_image", "image_url": PNG_URL}, {"type": "input_image", "image_url": PNG_URL}], "2 images"),
+        ([{"type": "file", "file": {"file_id": "file-1"}}], "a file"),
+        ([{"type": "document", "source": {"type": "url", "url": "https://x/a.pdf"}}], "a file"),
+        ([{"type": "input_audio", "input_audio": {"data": "UklG", "format": "wav"}}], "an audio clip"),
+        (
+            [
+                {"type": "input_file", "file_id": "file-1"},
+                {"type": "image_url", "image_url": {"url": PNG_URL}},
+                {"type": "text", "text": "  "},
+                {"type": "input_file", "file_id": "file-2"},
+                {"type": "input_audio", "input_audio": {"data": "UklG", "format": "wav"}},
+            ],
+            "2 files, an image and an audio clip",
+        ),
+    ],
+)
+def test_a_request_with_no_text_is_summarised_by_what_it_holds(content: list[dict[str, object]], holding: str):
+    summary = ExtractiveSummarizer().summarize(page_of({"role": "user", "content": content}, assistant("Got it.")))
+    assert summary.summary == f"user sent {holding}"
+    assert summary.entry_summaries == (f"user: sent {holding}", "assistant: Got it.")
+
+
+def test_text_beside_an_image_is_what_the_summary_says_and_empty_messages_stay_empty():
+    content = [{"type": "text", "text": "What is this?"}, {"type": "image_url", "image_url": {"url": PNG_URL}}]
+    summary = ExtractiveSummarizer().summarize(page_of({"role": "user", "content": content}, assistant("")))
+    assert summary == PageSummary("What is this?", ("user: What is this?", "assistant: "))
+
+
+def test_tool_results_that_are_images_say_they_returned_one():
+    anthropic_result = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "image", "source": {}}]}],
+    }
+    chat_result = {"role": "tool", "tool_call_id": "c", "content": [{"type": "image_url", "image_url": {"url": "u"}}]}
+    summary = ExtractiveSummarizer().summarize(page_of(user("Plot it."), calling("c"), chat_result, anthropic_result))
+    assert summary.entry_summaries[2:] == ("tool: returned an image", "user: sent an image")
+
+
+def test_an_assistants_audio_reply_is_an_audio_clip():
+    message = {"role": "assistant", "content": None, "audio": {"id": "audio_1"}}
+    assert ExtractiveSummarizer().summarize(page_of(user("Sing."), message)).entry_summaries[1] == (
+        "assistant: sent an audio clip"
+    )
+
+
+def test_the_callable_adapter_is_told_what_a_message_without_text_holds():
+    seen: list[str] = []
+    image = {"role": "user", "content": [{"type": "image_url", "image_url": {"url": PNG_URL}}]}
+    CallableSummarizer(lambda text: seen.append(text) or "s").summarize(page_of(image))
+    assert seen == ["user: sent an image", "user: sent an image"]
 
 
 def test_bad_limits_are_refused():

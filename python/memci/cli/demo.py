@@ -16,7 +16,7 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ def _short(text: str, width: int) -> str:
     return cut(" ".join(text.split()), width)
 
 
-def _message_line(message: Message, width: int) -> str:
+def _message_line(message: Mapping[str, Any], width: int) -> str:
     content = message.get("content")
     if content is None:
         calls = message.get("tool_calls") or []
@@ -168,7 +168,8 @@ class _Tally:
 
     def __init__(self, ctx: ContextSystem) -> None:
         self.ctx = ctx
-        self.system = ctx.count_tokens(ctx.build_messages(sanitize=False)[:2])
+        system: list[Any] = ctx.build_messages(sanitize=False)[:2]  # typed as the SDK's; dicts here
+        self.system = ctx.count_tokens(system)
         self.archived = 0
 
     def archive(self, indices: list[int]) -> None:

@@ -28,7 +28,9 @@ __all__ = [
     "Summarizer",
     "as_summarizer",
     "cut",
+    "entry_lines",
     "entry_text",
+    "holds",
     "is_coroutine_callable",
     "said_and_calls",
 ]
@@ -136,6 +138,72 @@ def _entry_line(said: str, calls: str, short: int | None) -> str:
     return said_and_calls(said, calls)
 
 
+#: Content part and block types that carry no text, by what a summary calls them: the chat
+#: completions', Anthropic's and the Responses API's.
+_ATTACHMENTS = {
+    "image_url": "image",
+    "image": "image",
+    "input_image": "image",
+    "file": "file",
+    "input_file": "file",
+    "document": "file",
+    "input_audio": "audio clip",
+}
+
+
+def _count_attachments(parts: object, counts: dict[str, int]) -> None:
+    for part in parts if isinstance(parts, list) else ():
+        if not isinstance(part, dict):
+            continue
+        kind = _ATTACHMENTS.get(str(part.get("type")))
+        if kind is not None:
+            counts[kind] = counts.get(kind, 0) + 1
+        elif part.get("type") == "tool_result":  # an Anthropic tool result may hold images
+            _count_attachments(part.get("content"), counts)
+
+
+def holds(message: Message) -> str:
+    """What ``message`` holds besides text, as a summary says it: ``"an image"``, ``"2 images and a
+    file"``; ``""`` when it holds nothing else. Images, files (documents) and audio, in any of the
+    three formats; an assistant's ``audio`` counts as an audio clip. O(parts)."""
+    counts: dict[str, int] = {}
+    _count_attachments(message.get("content"), counts)
+    _count_attachments(message.get("output"), counts)  # a Responses tool output item
+    if isinstance(message.get("audio"), dict):
+        counts["audio clip"] = counts.get("audio clip", 0) + 1
+    said = [f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}" if n == 1 else f"{n} {kind}s" for kind, n in counts.items()]
+    if len(said) <= 1:
+        return "".join(said)
+    return ", ".join(said[:-1]) + " and " + said[-1]
+
+
+def _no_text_line(message: Message) -> str:
+    """``"sent an image"`` (``"returned ..."`` for a tool result) for a message with no text;
+    ``""`` when it holds nothing at all."""
+    what = holds(message)
+    if not what:
+        return ""
+    answers = message.get("role") == "tool" or str(message.get("type", "")).endswith("_output")
+    return f"{'returned' if answers else 'sent'} {what}"
+
+
+def entry_lines(messages: list[Message], short: int | None = None) -> list[str]:
+    """:func:`entry_text` of each message, in one call of the core; a message with no text says
+    what it holds instead (``"sent an image"``), so an image-only request is not summarised as
+    nothing."""
+    return [line for line, _ in _lines(messages, short)]
+
+
+def _lines(messages: list[Message], short: int | None) -> list[tuple[str, bool]]:
+    """Each message's line, and whether it says what a message with no text holds."""
+    out: list[tuple[str, bool]] = []
+    for m, (said, calls) in zip(messages, _core.entry_texts(messages), strict=True):
+        line = _entry_line(said, calls, short)
+        holding = "" if line.strip() else _no_text_line(m)
+        out.append((holding, True) if holding else (line, False))
+    return out
+
+
 def said_and_calls(said: str, calls: str) -> str:
     """What a message says, then ``→`` and the tools it calls (``memci._core.entry_texts``);
     either alone when the other is empty."""
@@ -166,13 +234,16 @@ class ExtractiveSummarizer:
 
     def summarize(self, page: Page) -> PageSummary:
         messages = page.messages()
+        roles = [e.role for e in page.entries]
         # Twice the longest cut, and some: whitespace collapses, so a little more may be needed.
         within = 2 * max(self.entry_chars, self.page_chars) + 16
-        lines = [_entry_line(said, calls, within) for said, calls in _core.entry_texts(messages)]
-        roles = [entry.role for entry in page.entries]  # a Responses item's type when it has no role
-        entries = tuple(cut(f"{role}: {line}", self.entry_chars) for role, line in zip(roles, lines, strict=True))
+        lines = _lines(messages, within)
+        entries = tuple(cut(f"{role}: {line}", self.entry_chars) for role, (line, _) in zip(roles, lines, strict=True))
         first = next((i for i, role in enumerate(roles) if role == "user"), 0)
-        summary = cut(lines[first], self.page_chars) if lines else ""
+        summary = ""
+        if lines:
+            line, holding = lines[first]  # a request with no text reads "user sent an image"
+            summary = cut(f"{roles[first]} {line}" if holding else line, self.page_chars)
         return PageSummary(summary, entries)
 
     def __repr__(self) -> str:
@@ -202,9 +273,8 @@ class CallableSummarizer:
         return out if self.max_chars is None else cut(out, self.max_chars)
 
     def summarize(self, page: Page) -> PageSummary:
-        messages = page.messages()
-        texts = _core.entry_texts(messages)
-        tagged = [f"{e.role}: {_entry_line(*text, None)}" for e, text in zip(page.entries, texts, strict=True)]
+        roles = [e.role for e in page.entries]
+        tagged = [f"{role}: {line}" for role, line in zip(roles, entry_lines(page.messages()), strict=True)]
         entries = tuple(self._call(t) for t in tagged)
         return PageSummary(self._call("\n".join(tagged)), entries)
 

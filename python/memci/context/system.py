@@ -21,7 +21,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from memci import _core, tokens
 from memci.context import recall
@@ -49,6 +49,9 @@ from memci.errors import (
 from memci.sanitize import sanitize_messages
 from memci.storage import MemoryStorage, Storage
 from memci.tokens import Counter
+
+if TYPE_CHECKING:
+    from memci.formats import AnthropicTool, ChatMessage, ChatTool, ResponsesTool
 
 __all__ = ["ContextSystem"]
 
@@ -529,7 +532,7 @@ class ContextSystem:
             window.insert(self._system_len, {"role": "system", "content": contents})
         return window
 
-    def build_messages(self, *, sanitize: bool = True) -> list[Message]:
+    def build_messages(self, *, sanitize: bool = True) -> list[ChatMessage]:
         """What to send the model: the system segment, the contents page as one system message
         (left out while it has no entry), then the active pages; then ``memci.sanitize_messages``
         (``sanitize=False`` skips it). With ``max_context_tokens``, the oldest active pages (never
@@ -542,8 +545,8 @@ class ContextSystem:
             if messages is None:
                 messages = self._assemble(self._archive.render())
         if not sanitize:
-            return messages
-        return sanitize_messages(messages).messages
+            return cast("list[ChatMessage]", messages)
+        return cast("list[ChatMessage]", sanitize_messages(messages).messages)
 
     def _fit(self, limit: int) -> list[Message] | None:
         """Make the window and the tool definitions fit ``limit`` (``max_context_tokens``): archive
@@ -704,12 +707,14 @@ class ContextSystem:
             return self._search.search(query, k)
 
     @overload
-    def tool_definitions(
-        self, format: Literal["openai", "anthropic", "responses"] = "openai"
-    ) -> list[dict[str, Any]]: ...
+    def tool_definitions(self, format: Literal["openai"] = "openai") -> list[ChatTool]: ...
+    @overload
+    def tool_definitions(self, format: Literal["anthropic"]) -> list[AnthropicTool]: ...
+    @overload
+    def tool_definitions(self, format: Literal["responses"]) -> list[ResponsesTool]: ...
     @overload
     def tool_definitions(self, format: Literal["attp"]) -> str: ...
-    def tool_definitions(self, format: ToolFormat = "openai") -> list[dict[str, Any]] | str:
+    def tool_definitions(self, format: ToolFormat = "openai") -> list[Any] | str:
         """The tools to send the model: the agent's own (``agent_tools``, function tools converted
         to ``format``, other tools as given), then the recall tools, as OpenAI function tools,
         Anthropic tools or Responses function tools; for ``"attp"``, the recall tools' ATTP
