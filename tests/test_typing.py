@@ -189,8 +189,8 @@ def readme_blocks(*needles: str) -> list[str]:
     return [block for block in blocks if any(needle in block for needle in needles)]
 
 
-def test_the_readmes_agent_loop_and_summarizer_type_check(tmp_path: Path) -> None:
+def test_the_readmes_agent_loops_and_summarizer_type_check(tmp_path: Path) -> None:
     blocks = readme_blocks("ctx.build_messages()", "ModelSummarizer")
-    assert len(blocks) == 2
+    assert len(blocks) == 3  # the sync loop, the async loop, the model summarizer
     output, status = mypy_strict(tmp_path, README_PRELUDE + "\n\n".join(blocks))
     assert status == 0, output

@@ -23,7 +23,7 @@ import os
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from memci.context.async_summary import AsyncSummarizer, AsyncSummarizerFn, on_loop
 from memci.context.contents import ArchivePolicy, ContentsEntry, DroppedEntry, PageListing, RoundResult
@@ -34,6 +34,9 @@ from memci.context.system import ContextSystem, ToolFormat
 from memci.errors import InvalidOperationError
 from memci.storage import AsyncStorage, Storage
 from memci.tokens import Counter
+
+if TYPE_CHECKING:
+    from memci.formats import AnthropicTool, ChatMessage, ChatTool, ResponsesTool
 
 __all__ = ["AnyStorage", "AnySummarizer", "AsyncContextSystem"]
 
@@ -305,7 +308,7 @@ class AsyncContextSystem:
         """End a round: the m rule, the p rule, then LRU (:meth:`ContextSystem.end_round`)."""
         return await self._run(self._system.end_round)
 
-    async def build_messages(self, *, sanitize: bool = True) -> list[Message]:
+    async def build_messages(self, *, sanitize: bool = True) -> list[ChatMessage]:
         """What to send the model (:meth:`ContextSystem.build_messages`); with
         ``max_context_tokens``, the pages archived to fit are summarised first, awaited."""
         return await self._run(lambda: self._system.build_messages(sanitize=sanitize))
@@ -361,12 +364,14 @@ class AsyncContextSystem:
     # ---- what needs no lock --------------------------------------------------------------------------
 
     @overload
-    def tool_definitions(
-        self, format: Literal["openai", "anthropic", "responses"] = "openai"
-    ) -> list[dict[str, Any]]: ...
+    def tool_definitions(self, format: Literal["openai"] = "openai") -> list[ChatTool]: ...
+    @overload
+    def tool_definitions(self, format: Literal["anthropic"]) -> list[AnthropicTool]: ...
+    @overload
+    def tool_definitions(self, format: Literal["responses"]) -> list[ResponsesTool]: ...
     @overload
     def tool_definitions(self, format: Literal["attp"]) -> str: ...
-    def tool_definitions(self, format: ToolFormat = "openai") -> list[dict[str, Any]] | str:
+    def tool_definitions(self, format: ToolFormat = "openai") -> list[Any] | str:
         """The agent's tools, then the recall tools, for the model (:meth:`ContextSystem.tool_definitions`)."""
         return self._system.tool_definitions(format)
 
