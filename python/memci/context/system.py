@@ -733,7 +733,7 @@ class ContextSystem:
         tools alone: the recall tools are described in the system segment)."""
         if self._tools == "attp":
             return [copy.deepcopy(tool) for tool in self._agent_tools]
-        return self.tool_definitions(self._tools)
+        return cast("list[dict[str, Any]]", self.tool_definitions(self._tools))
 
     def tool_tokens(self) -> int:
         """Tokens of the tool definitions every request carries in the system's ``tools`` format
