@@ -192,7 +192,10 @@ def _run_ray(pipeline: Pipeline, args: argparse.Namespace) -> BatchSummary:
     from memci.integrations.ray import run
 
     started = time.perf_counter()
-    ray.init(address=None if args.ray == "local" else args.ray, include_dashboard=False, log_to_driver=False)
+    if args.ray == "local":  # a Ray of this machine's cores (or --workers of them), stopped at the end
+        ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
+    else:
+        ray.init(address=args.ray, include_dashboard=False, log_to_driver=False)
     try:
         summary = run(pipeline, args.input, args.output, column=args.column)
     finally:
