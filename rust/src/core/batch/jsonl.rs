@@ -69,9 +69,73 @@ pub struct JsonlRun {
     line: u64,
     bytes_total: u64,
     totals: Totals,
+    /// The input is read to its end.
     done: bool,
+    /// The chunk read ahead (read while the one before it was processed), and a spare.
+    ahead: Option<Chunk>,
+    spare: Chunk,
+}
+
+/// A chunk of input: its bytes and the number and span of each non-blank line.
+#[derive(Default)]
+struct Chunk {
     buf: Vec<u8>,
     lines: Vec<(u64, Range<usize>)>,
+}
+
+/// What reading a chunk advanced: lines and bytes read, and whether the input ended.
+struct Read {
+    lines: u64,
+    bytes: u64,
+    end: bool,
+}
+
+impl Chunk {
+    /// Read about `chunk_bytes` of whole lines from `input` (numbered from `line + 1`).
+    fn read(&mut self, input: &mut BufReader<File>, line: u64, chunk_bytes: usize) -> io::Result<Read> {
+        self.buf.clear();
+        self.lines.clear();
+        let mut read = Read {
+            lines: 0,
+            bytes: 0,
+            end: false,
+        };
+        while self.buf.len() < chunk_bytes {
+            let start = self.buf.len();
+            let n = input.read_until(b'\n', &mut self.buf)?;
+            if n == 0 {
+                read.end = true;
+                break;
+            }
+            read.lines += 1;
+            read.bytes += n as u64;
+            let mut end = self.buf.len();
+            while end > start && matches!(self.buf[end - 1], b'\n' | b'\r') {
+                end -= 1;
+            }
+            if self.buf[start..end].iter().any(|b| !b.is_ascii_whitespace()) {
+                self.lines.push((line + read.lines, start..end));
+            }
+        }
+        Ok(read)
+    }
+
+    /// Each line through the pipeline, on the pool's threads.
+    fn process(&self, pipeline: &Pipeline) -> Vec<(Result<Outcome, Bad>, Vec<u8>)> {
+        self.lines
+            .par_iter()
+            .map(|(_, range)| {
+                let mut out = Vec::with_capacity(range.len() + 1);
+                let result = std::str::from_utf8(&self.buf[range.clone()])
+                    .map_err(|e| Bad {
+                        path: String::new(),
+                        reason: format!("not valid UTF-8: {e}"),
+                    })
+                    .and_then(|text| process(pipeline, text, &mut out));
+                (result, out)
+            })
+            .collect()
+    }
 }
 
 /// `e` with the path it is about.
@@ -116,8 +180,8 @@ impl JsonlRun {
             bytes_total,
             totals: Totals::default(),
             done: false,
-            buf: Vec::new(),
-            lines: Vec::new(),
+            ahead: None,
+            spare: Chunk::default(),
         })
     }
 
@@ -133,51 +197,45 @@ impl JsonlRun {
         &self.totals
     }
 
-    /// Read, process and write the next chunk; `false` once the input is exhausted.
+    /// Count what a chunk read advanced.
+    fn advance(&mut self, read: &Read) {
+        self.line += read.lines;
+        self.totals.bytes_in += read.bytes;
+        self.done = read.end;
+    }
+
+    /// Process and write the next chunk, reading the one after it meanwhile (on the pool, beside
+    /// the processing: reading does not leave the workers idle); `false` once the input is
+    /// exhausted. Memory: about three chunks.
     pub fn step(&mut self, pool: &ThreadPool) -> io::Result<bool> {
-        if self.done {
-            return Ok(false);
-        }
-        self.buf.clear();
-        self.lines.clear();
-        while self.buf.len() < self.chunk_bytes {
-            let start = self.buf.len();
-            let n = self.input.read_until(b'\n', &mut self.buf)?;
-            if n == 0 {
-                self.done = true;
-                break;
+        let current = match self.ahead.take() {
+            Some(chunk) => chunk,
+            None if self.done => return Ok(false),
+            None => {
+                let mut chunk = std::mem::take(&mut self.spare);
+                let read = chunk.read(&mut self.input, self.line, self.chunk_bytes)?;
+                self.advance(&read);
+                chunk
             }
-            self.line += 1;
-            self.totals.bytes_in += n as u64;
-            let mut end = self.buf.len();
-            while end > start && matches!(self.buf[end - 1], b'\n' | b'\r') {
-                end -= 1;
-            }
-            if self.buf[start..end].iter().any(|b| !b.is_ascii_whitespace()) {
-                self.lines.push((self.line, start..end));
-            }
-        }
-        let (pipeline, buf) = (&self.pipeline, &self.buf);
-        let results: Vec<(Result<Outcome, Bad>, Vec<u8>)> = pool.install(|| {
-            self.lines
-                .par_iter()
-                .map(|(_, range)| {
-                    let mut out = Vec::with_capacity(range.len() + 1);
-                    let result = std::str::from_utf8(&buf[range.clone()])
-                        .map_err(|e| Bad {
-                            path: String::new(),
-                            reason: format!("not valid UTF-8: {e}"),
-                        })
-                        .and_then(|text| process(pipeline, text, &mut out));
-                    (result, out)
-                })
-                .collect()
+        };
+        let mut next = std::mem::take(&mut self.spare);
+        let read_on = !self.done;
+        let (pipeline, input, line, chunk_bytes) = (&self.pipeline, &mut self.input, self.line, self.chunk_bytes);
+        let (results, read) = pool.install(|| {
+            rayon::join(
+                || current.process(pipeline),
+                || read_on.then(|| next.read(input, line, chunk_bytes)).transpose(),
+            )
         });
+        if let Some(read) = read? {
+            self.advance(&read);
+            self.ahead = Some(next);
+        }
         let Some(output) = self.output.as_mut() else {
             return Ok(false);
         };
         let mut error_buf = Vec::new();
-        for ((line, _), (result, mut out)) in self.lines.iter().zip(results) {
+        for ((line, _), (result, mut out)) in current.lines.iter().zip(results) {
             match result {
                 Ok(outcome) => {
                     self.totals.add(&outcome);
@@ -195,7 +253,8 @@ impl JsonlRun {
                 }
             }
         }
-        Ok(!self.done)
+        self.spare = current;
+        Ok(self.ahead.is_some() || !self.done)
     }
 
     /// Run every remaining chunk.

@@ -250,7 +250,7 @@ impl Reader<'_> {
         let start = self.pos;
         let rest = &self.bytes[start..];
         let end = memchr::memchr2(b'"', b'\\', rest).ok_or(GiveUp)?;
-        if rest[..end].iter().any(|&b| b < 0x20) {
+        if has_control(&rest[..end]) {
             return Err(GiveUp);
         }
         self.pos = start + end + 1;
@@ -279,7 +279,7 @@ impl Reader<'_> {
             let from = self.pos;
             let rest = &self.bytes[from..];
             let end = memchr::memchr2(b'"', b'\\', rest).ok_or(GiveUp)?;
-            if rest[..end].iter().any(|&b| b < 0x20) {
+            if has_control(&rest[..end]) {
                 return Err(GiveUp);
             }
             self.scratch.push_str(&self.text[from..from + end]);
@@ -373,6 +373,12 @@ impl Reader<'_> {
     }
 }
 
+/// Whether `bytes` hold a control character (JSON strings may not). Not short-circuiting, so it
+/// compiles to wide compares.
+fn has_control(bytes: &[u8]) -> bool {
+    bytes.iter().fold(0u8, |seen, &b| seen | u8::from(b < 0x20)) != 0
+}
+
 /// Whether the encoded dict `value` of `count` items repeats a key.
 fn has_duplicate_keys(value: ValueRef<'_>, count: usize) -> bool {
     let Some(items) = value.as_dict() else {
@@ -423,7 +429,9 @@ mod tests {
             assert_eq!(Some(&got), expected.as_ref().ok().map(|e| &e.0), "{text}");
         }
         let mut out = Vec::new();
-        let answer = process(&pipeline(), text, &mut out).map(|_| out).map_err(|b| (b.path, b.reason));
+        let answer = process(&pipeline(), text, &mut out)
+            .map(|_| out)
+            .map_err(|b| (b.path, b.reason));
         assert_eq!(answer, expected.map(|e| e.1), "{text}");
         accepted
     }
