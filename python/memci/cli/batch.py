@@ -145,7 +145,9 @@ def _print_summary(summary: BatchSummary, steps: list[Step], out: Any, *, on_ray
 def run_batch(args: argparse.Namespace) -> int:
     """Run ``memci batch`` with parsed arguments; returns the exit code."""
     name = "memci batch"
-    if not Path(args.input).is_file() and not (args.ray and Path(args.input).exists()):
+    # On Ray the input may be a folder, or a URL the cluster reads (s3://..., gs://...).
+    remote = bool(args.ray) and (Path(args.input).exists() or "://" in args.input)
+    if not Path(args.input).is_file() and not remote:
         print(f"{name}: {args.input}: no such file", file=sys.stderr)
         return 2
     for flag in ("max_tokens", "keep_last", "workers"):

@@ -74,6 +74,44 @@ pub struct JsonlRun {
     /// The chunk read ahead (read while the one before it was processed), and a spare.
     ahead: Option<Chunk>,
     spare: Chunk,
+    /// The last processed chunk and its results, written while the next one is processed.
+    unwritten: Option<(Chunk, Results)>,
+}
+
+/// Each line's outcome (or why it is bad) and its output.
+type Results = Vec<(Result<Outcome, Bad>, Vec<u8>)>;
+
+/// Write a processed chunk: each good record's output to `output`, each bad one's line to `errors`.
+fn write(
+    chunk: &Chunk,
+    results: Results,
+    output: Option<&mut Staged>,
+    mut errors: Option<&mut Staged>,
+    totals: &mut Totals,
+) -> io::Result<()> {
+    let Some(output) = output else {
+        return Ok(());
+    };
+    let mut error_buf = Vec::new();
+    for ((line, _), (result, mut out)) in chunk.lines.iter().zip(results) {
+        match result {
+            Ok(outcome) => {
+                totals.add(&outcome);
+                out.push(b'\n');
+                totals.bytes_out += out.len() as u64;
+                output.writer.write_all(&out)?;
+            }
+            Err(bad) => {
+                totals.bad += 1;
+                error_buf.clear();
+                error_line(*line, &bad, &mut error_buf);
+                if let Some(errors) = errors.as_deref_mut() {
+                    errors.writer.write_all(&error_buf)?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A chunk of input: its bytes and the number and span of each non-blank line.
@@ -121,7 +159,7 @@ impl Chunk {
     }
 
     /// Each line through the pipeline, on the pool's threads.
-    fn process(&self, pipeline: &Pipeline) -> Vec<(Result<Outcome, Bad>, Vec<u8>)> {
+    fn process(&self, pipeline: &Pipeline) -> Results {
         self.lines
             .par_iter()
             .map(|(_, range)| {
@@ -182,6 +220,7 @@ impl JsonlRun {
             done: false,
             ahead: None,
             spare: Chunk::default(),
+            unwritten: None,
         })
     }
 
@@ -204,13 +243,16 @@ impl JsonlRun {
         self.done = read.end;
     }
 
-    /// Process and write the next chunk, reading the one after it meanwhile (on the pool, beside
-    /// the processing: reading does not leave the workers idle); `false` once the input is
-    /// exhausted. Memory: about three chunks.
+    /// Process the next chunk on the pool while, beside it, the chunk before it is written and
+    /// the one after it read (neither leaves the workers idle); `false` once the input is
+    /// exhausted and everything written. Memory: about three chunks and one chunk's output.
     pub fn step(&mut self, pool: &ThreadPool) -> io::Result<bool> {
         let current = match self.ahead.take() {
             Some(chunk) => chunk,
-            None if self.done => return Ok(false),
+            None if self.done => {
+                self.write_unwritten()?;
+                return Ok(false);
+            }
             None => {
                 let mut chunk = std::mem::take(&mut self.spare);
                 let read = chunk.read(&mut self.input, self.line, self.chunk_bytes)?;
@@ -220,41 +262,44 @@ impl JsonlRun {
         };
         let mut next = std::mem::take(&mut self.spare);
         let read_on = !self.done;
+        let unwritten = self.unwritten.take();
         let (pipeline, input, line, chunk_bytes) = (&self.pipeline, &mut self.input, self.line, self.chunk_bytes);
-        let (results, read) = pool.install(|| {
+        let (output, errors, totals) = (self.output.as_mut(), self.errors.as_mut(), &mut self.totals);
+        let (results, (wrote, read)) = pool.install(|| {
             rayon::join(
                 || current.process(pipeline),
-                || read_on.then(|| next.read(input, line, chunk_bytes)).transpose(),
+                || {
+                    let wrote = unwritten
+                        .map(|(chunk, results)| write(&chunk, results, output, errors, totals).map(|()| chunk))
+                        .transpose();
+                    (wrote, read_on.then(|| next.read(input, line, chunk_bytes)).transpose())
+                },
             )
         });
+        if let Some(chunk) = wrote? {
+            self.spare = chunk;
+        }
         if let Some(read) = read? {
             self.advance(&read);
             self.ahead = Some(next);
         }
-        let Some(output) = self.output.as_mut() else {
-            return Ok(false);
-        };
-        let mut error_buf = Vec::new();
-        for ((line, _), (result, mut out)) in current.lines.iter().zip(results) {
-            match result {
-                Ok(outcome) => {
-                    self.totals.add(&outcome);
-                    out.push(b'\n');
-                    self.totals.bytes_out += out.len() as u64;
-                    output.writer.write_all(&out)?;
-                }
-                Err(bad) => {
-                    self.totals.bad += 1;
-                    error_buf.clear();
-                    error_line(*line, &bad, &mut error_buf);
-                    if let Some(errors) = self.errors.as_mut() {
-                        errors.writer.write_all(&error_buf)?;
-                    }
-                }
-            }
+        self.unwritten = Some((current, results));
+        Ok(true)
+    }
+
+    /// Write the last processed chunk's results, if not written yet.
+    fn write_unwritten(&mut self) -> io::Result<()> {
+        if let Some((chunk, results)) = self.unwritten.take() {
+            write(
+                &chunk,
+                results,
+                self.output.as_mut(),
+                self.errors.as_mut(),
+                &mut self.totals,
+            )?;
+            self.spare = chunk;
         }
-        self.spare = current;
-        Ok(self.ahead.is_some() || !self.done)
+        Ok(())
     }
 
     /// Run every remaining chunk.
@@ -265,6 +310,7 @@ impl JsonlRun {
 
     /// Flush the output (and errors) and rename them into place. Call after the last step.
     pub fn finish(&mut self) -> io::Result<Totals> {
+        self.write_unwritten()?;
         if let Some(output) = self.output.take() {
             output.commit()?;
         }
