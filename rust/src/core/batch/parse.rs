@@ -3,7 +3,7 @@
 //! in between), then checks it by the store's own rules ([`Incoming::finish`]).
 //!
 //! It is a fast path, not a second rule set: it accepts only what it is sure the reference path
-//! (serde_json, the number rule `MessageArray.from_json` applies, [`Incoming::finish`]) accepts,
+//! (`serde_json`, the number rule `MessageArray.from_json` applies, [`Incoming::finish`]) accepts,
 //! and encodes it to the same bytes. Anything else (a syntax error, a duplicate key, a number the
 //! store refuses, nesting deeper than [`MAX_DEPTH`], a message the rules refuse) makes it give up,
 //! and the record goes through the reference path, whose answer (and error wording and path) is
@@ -16,7 +16,7 @@ use crate::core::store::{Incoming, MAX_INT_DIGITS};
 use crate::core::value::{Encoder, ValueRef, encode_number_text};
 
 /// Deeper nesting than this (counted from the record itself) is left to the reference path,
-/// whose parser has its own limit (serde_json's 128).
+/// whose parser has its own limit (`serde_json`'s 128).
 pub const MAX_DEPTH: usize = 100;
 
 /// The fast path gave up; the reference path decides.
@@ -61,7 +61,9 @@ pub fn scan(text: &str) -> Read<Scanned> {
             let mut found = None;
             let mut scratch = Vec::new();
             r.ws();
-            if r.peek()? != b'}' {
+            if r.peek()? == b'}' {
+                r.pos += 1;
+            } else {
                 loop {
                     r.expect(b'"')?;
                     let is_messages = match r.string()? {
@@ -84,8 +86,6 @@ pub fn scan(text: &str) -> Read<Scanned> {
                         break;
                     }
                 }
-            } else {
-                r.pos += 1;
             }
             let (list, messages) = found.ok_or(GiveUp)?;
             (list, messages, "messages")
@@ -407,9 +407,12 @@ mod tests {
         Pipeline::new(vec![], Format::Chat).unwrap()
     }
 
+    /// Each message's encoding, and the record written back.
+    type Reading = (Vec<Vec<u8>>, Vec<u8>);
+
     /// The reference reading of `text`: each message's encoding and the record written back
     /// with every message kept, or the error.
-    fn reference(text: &str) -> Result<(Vec<Vec<u8>>, Vec<u8>), (String, String)> {
+    fn reference(text: &str) -> Result<Reading, (String, String)> {
         let record = Record::parse(text).map_err(|b| (b.path, b.reason))?;
         let incoming = record.incoming(&pipeline()).map_err(|b| (b.path, b.reason))?;
         let mut out = Vec::new();
@@ -439,7 +442,7 @@ mod tests {
     #[test]
     fn accepts_and_encodes_what_the_reference_accepts() {
         for line in [
-            r#"[]"#,
+            "[]",
             r#"{"messages": []}"#,
             r#"[{"role":"user","content":"hi"}]"#,
             r#" { "id" : 7 , "messages" : [ { "role" : "user" , "content" : "h\u00e9\"\\\/\b\f\n\r\t\ud83d\ude00 x" } ] , "meta": {"a": [1, -0, 2.50, 1E5, -3e-2, 12345678901234567890123, true, false, null]} } "#,

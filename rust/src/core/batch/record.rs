@@ -76,7 +76,7 @@ impl<'a> Record<'a> {
         Ok((record, incoming))
     }
 
-    /// Read the record in `text` (one JSON value; surrounding whitespace allowed) with serde_json.
+    /// Read the record in `text` (one JSON value; surrounding whitespace allowed) with `serde_json`.
     pub fn parse(text: &'a str) -> Result<Self, Bad> {
         let trimmed = trimmed(text);
         let (list_text, prefix) = match trimmed.as_bytes().first() {
