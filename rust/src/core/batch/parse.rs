@@ -557,6 +557,63 @@ mod tests {
     }
 
     #[test]
+    fn mutated_lines_get_the_reference_answer() {
+        // A bounded, seeded campaign: each good line with a byte sequence inserted, a byte
+        // removed, or a span repeated, at a pseudo-random place.
+        let seeds = [
+            r#"{"id":1,"messages":[{"role":"user","content":"h\u00e9 \ud83d\ude00"},{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"a","content":[1.5,-2,true,null]}],"meta":{"k":[1e5]}}"#,
+            r#"[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"x"},{"role":"user","content":[{"type":"text","text":"a"}]}]"#,
+        ];
+        let pieces = [
+            ",",
+            ":",
+            "[",
+            "]",
+            "{",
+            "}",
+            "\"",
+            "\\",
+            " ",
+            "0",
+            "-",
+            "e",
+            "1e400",
+            "\\ud800",
+            "\t",
+            "\u{1}",
+            "é",
+            "null",
+            "\"role\":\"user\",",
+        ];
+        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut next = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        let mut accepted = 0;
+        for round in 0..3000 {
+            let seed = seeds[round % seeds.len()];
+            let boundaries: Vec<usize> = (0..=seed.len()).filter(|&i| seed.is_char_boundary(i)).collect();
+            let at = boundaries[next(boundaries.len())];
+            let line = match next(3) {
+                0 => format!("{}{}{}", &seed[..at], pieces[next(pieces.len())], &seed[at..]),
+                1 => {
+                    let end = boundaries.iter().copied().find(|&b| b > at).unwrap_or(at);
+                    format!("{}{}", &seed[..at], &seed[end..])
+                }
+                _ => {
+                    let end = boundaries[next(boundaries.len())].max(at);
+                    format!("{}{}", &seed[..end], &seed[at..])
+                }
+            };
+            accepted += usize::from(cross_check(&line));
+        }
+        assert!(accepted > 100, "the campaign should keep some lines good: {accepted}");
+    }
+
+    #[test]
     fn every_prefix_of_a_good_line_gets_the_reference_answer() {
         let line = r#"{"id":"é","messages":[{"role":"user","content":"h\u00e9 \ud83d\ude00"},{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"a","content":[1.5,-2,true]}]}"#;
         for (i, _) in line.char_indices() {
