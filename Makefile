@@ -73,6 +73,10 @@ bench: build-dev ## Run the benchmarks against the peers and print the table (bu
 		--benchmark-sort=name --benchmark-json=bench-results/latest.json
 	$(PY) benches/report.py bench-results/latest.json
 
+.PHONY: bench-batch-large
+bench-batch-large: build-dev ## The batch bench on a generated 200 MB JSONL: every peer once, the floors, the CLI's peak memory
+	MEMCI_BATCH_MB=$${MEMCI_BATCH_MB:-200} $(PY) benches/bench_batch.py
+
 .PHONY: demo
 demo: build-dev ## Run the main job: 300 rounds of an agent conversation through a ContextSystem on SQLite
 	$(PY) -m memci demo

@@ -131,7 +131,7 @@ def test_bad_steps_are_refused_before_any_run(steps: Any, match: str) -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"format": "responses"}, "unknown format"), ({"workers": 0}, "workers"), ({"workers": True}, "workers")],
+    [({"format": "gemini"}, "unknown format"), ({"workers": 0}, "workers"), ({"workers": True}, "workers")],
 )
 def test_bad_options_are_refused(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(InvalidOperationError, match=match):

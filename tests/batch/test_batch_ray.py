@@ -72,3 +72,18 @@ def test_jsonl_and_parquet_runs_on_ray(tmp_path: Path) -> None:
     run(batch.Pipeline(STEPS), parquet_in, parquet_out)
     table = pq.read_table(parquet_out).sort_by("id")
     assert [json.loads(x) for x in table.column("messages").to_pylist()] == expected(data)
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_map_batches_reads_responses_items() -> None:
+    data = []
+    for i in range(20):
+        call = {"type": "function_call", "call_id": f"c{i}", "name": "f", "arguments": "{}"}
+        output = {"type": "function_call_output", "call_id": f"c{i}", "output": "r " * i}
+        items = [{"role": "user", "content": f"q{i}"}, call] + ([output] if i % 3 else [])
+        data.append([*items, {"role": "assistant", "content": "done"}])
+    ds = ray.data.from_items([{"id": i, "messages": json.dumps(c)} for i, c in enumerate(data)])
+    out = ds.map_batches(BatchMapper(STEPS, format="responses"), batch_format="pyarrow", batch_size=6).take_all()
+    got = {row["id"]: json.loads(row["messages"]) for row in out}
+    assert [got[i] for i in range(len(data))] == expected(data)
+    assert any(len(got[i]) < len(data[i]) for i in range(len(data)))

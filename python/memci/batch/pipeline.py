@@ -221,7 +221,7 @@ class Pipeline:
 
     ``steps``: configs of :mod:`memci.ops` (Sanitize, TrimToTokens, Truncate, Filter, Clear), the
     :class:`CountTokens` step, or operation dicts in either seed format. ``format``: the messages'
-    wire format (``"chat"`` or ``"anthropic"``). ``workers``: threads (default one per core).
+    wire format (``"chat"``, ``"anthropic"`` or ``"responses"``). ``workers``: threads (default one per core).
     A pipeline holds no per-run state: one may serve many runs, from many threads.
     """
 

@@ -145,7 +145,9 @@ def _print_summary(summary: BatchSummary, steps: list[Step], out: Any, *, on_ray
 def run_batch(args: argparse.Namespace) -> int:
     """Run ``memci batch`` with parsed arguments; returns the exit code."""
     name = "memci batch"
-    if not Path(args.input).is_file() and not (args.ray and Path(args.input).exists()):
+    # On Ray the input may be a folder, or a URL the cluster reads (s3://..., gs://...).
+    remote = bool(args.ray) and (Path(args.input).exists() or "://" in args.input)
+    if not Path(args.input).is_file() and not remote:
         print(f"{name}: {args.input}: no such file", file=sys.stderr)
         return 2
     for flag in ("max_tokens", "keep_last", "workers"):
@@ -192,7 +194,10 @@ def _run_ray(pipeline: Pipeline, args: argparse.Namespace) -> BatchSummary:
     from memci.integrations.ray import run
 
     started = time.perf_counter()
-    ray.init(address=None if args.ray == "local" else args.ray, include_dashboard=False, log_to_driver=False)
+    if args.ray == "local":  # a Ray of this machine's cores (or --workers of them), stopped at the end
+        ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
+    else:
+        ray.init(address=args.ray, include_dashboard=False, log_to_driver=False)
     try:
         summary = run(pipeline, args.input, args.output, column=args.column)
     finally:

@@ -66,7 +66,8 @@ def run(
     column: str = "messages",
 ) -> BatchSummary:
     """Run ``pipeline`` over a dataset on the connected Ray cluster (``ray.init`` first): a
-    Parquet file or folder (``*.parquet``) is written as Parquet files into the folder ``output``;
+    Parquet file (``*.parquet``) or a folder (a local one, or a URL ending in ``/``) is read as
+    Parquet and written as Parquet files into the folder ``output``;
     anything else is read as JSONL (one record per line) and written, in input order, to the file
     ``output`` (under a temporary name renamed at the end). The summary counts conversations and
     messages only (workers do not report removals)."""
@@ -76,7 +77,7 @@ def run(
     path = os.fspath(input)
     mapper = BatchMapper(pipeline.steps, column=column, format=pipeline.format)
     summary = BatchSummary()
-    if path.endswith(".parquet") or Path(path).is_dir():
+    if path.endswith((".parquet", "/")) or Path(path).is_dir():
         ds = ray.data.read_parquet(path).map_batches(mapper, batch_format="pyarrow")
         ds.write_parquet(os.fspath(output))
         summary.conversations = ds.count()

@@ -137,6 +137,32 @@ impl<'a> Encoder<'a> {
         self.buf[open.0..open.0 + 4].copy_from_slice(&len.to_le_bytes());
     }
 
+    /// Open a list whose item count is known only at its end: write the items, then
+    /// [`Encoder::close_counted`]. The result is byte for byte what [`Encoder::open_list`] writes.
+    pub fn open_list_uncounted(&mut self) -> Open {
+        self.open(LIST, 0)
+    }
+
+    /// Open a dict whose item count is known only at its end (see [`Encoder::open_list_uncounted`]).
+    pub fn open_dict_uncounted(&mut self) -> Open {
+        self.open(DICT, 0)
+    }
+
+    /// Close a container opened uncounted, now that its `count` is known. O(1) for fewer than
+    /// 128 items; a longer count's varint moves the items up by its extra bytes.
+    pub fn close_counted(&mut self, open: Open, count: usize) {
+        let at = open.0 - 1;
+        if count >= 0x80 {
+            let mut varint = Vec::with_capacity(5);
+            Encoder::new(&mut varint).varint(count);
+            self.buf.splice(at..=at, varint.iter().copied());
+            self.close(Open(open.0 + varint.len() - 1));
+        } else {
+            self.buf[at] = count as u8;
+            self.close(open);
+        }
+    }
+
     /// Copy an already encoded value.
     pub fn raw(&mut self, value: ValueRef<'_>) {
         self.buf.extend_from_slice(value.bytes);
@@ -446,13 +472,18 @@ pub fn encode_json(e: &mut Encoder<'_>, value: &Json) {
 }
 
 fn encode_number(e: &mut Encoder<'_>, n: &serde_json::Number) {
-    let text = n.to_string();
+    encode_number_text(e, &n.to_string());
+}
+
+/// Encode a JSON number given as its text: a float if it has a fraction or an exponent, else an
+/// `i64`, else a big int in decimal.
+pub fn encode_number_text(e: &mut Encoder<'_>, text: &str) {
     if text.contains(['.', 'e', 'E']) {
         e.float(text.parse().unwrap_or(f64::NAN));
     } else if let Ok(i) = text.parse::<i64>() {
         e.int(i);
     } else {
-        e.big_int(&text);
+        e.big_int(text);
     }
 }
 

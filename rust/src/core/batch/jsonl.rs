@@ -69,9 +69,111 @@ pub struct JsonlRun {
     line: u64,
     bytes_total: u64,
     totals: Totals,
+    /// The input is read to its end.
     done: bool,
+    /// The chunk read ahead (read while the one before it was processed), and a spare.
+    ahead: Option<Chunk>,
+    spare: Chunk,
+    /// The last processed chunk and its results, written while the next one is processed.
+    unwritten: Option<(Chunk, Results)>,
+}
+
+/// Each line's outcome (or why it is bad) and its output.
+type Results = Vec<(Result<Outcome, Bad>, Vec<u8>)>;
+
+/// Write a processed chunk: each good record's output to `output`, each bad one's line to `errors`.
+fn write(
+    chunk: &Chunk,
+    results: Results,
+    output: Option<&mut Staged>,
+    mut errors: Option<&mut Staged>,
+    totals: &mut Totals,
+) -> io::Result<()> {
+    let Some(output) = output else {
+        return Ok(());
+    };
+    let mut error_buf = Vec::new();
+    for ((line, _), (result, mut out)) in chunk.lines.iter().zip(results) {
+        match result {
+            Ok(outcome) => {
+                totals.add(&outcome);
+                out.push(b'\n');
+                totals.bytes_out += out.len() as u64;
+                output.writer.write_all(&out)?;
+            }
+            Err(bad) => {
+                totals.bad += 1;
+                error_buf.clear();
+                error_line(*line, &bad, &mut error_buf);
+                if let Some(errors) = errors.as_deref_mut() {
+                    errors.writer.write_all(&error_buf)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A chunk of input: its bytes and the number and span of each non-blank line.
+#[derive(Default)]
+struct Chunk {
     buf: Vec<u8>,
     lines: Vec<(u64, Range<usize>)>,
+}
+
+/// What reading a chunk advanced: lines and bytes read, and whether the input ended.
+struct Read {
+    lines: u64,
+    bytes: u64,
+    end: bool,
+}
+
+impl Chunk {
+    /// Read about `chunk_bytes` of whole lines from `input` (numbered from `line + 1`).
+    fn read(&mut self, input: &mut BufReader<File>, line: u64, chunk_bytes: usize) -> io::Result<Read> {
+        self.buf.clear();
+        self.lines.clear();
+        let mut read = Read {
+            lines: 0,
+            bytes: 0,
+            end: false,
+        };
+        while self.buf.len() < chunk_bytes {
+            let start = self.buf.len();
+            let n = input.read_until(b'\n', &mut self.buf)?;
+            if n == 0 {
+                read.end = true;
+                break;
+            }
+            read.lines += 1;
+            read.bytes += n as u64;
+            let mut end = self.buf.len();
+            while end > start && matches!(self.buf[end - 1], b'\n' | b'\r') {
+                end -= 1;
+            }
+            if self.buf[start..end].iter().any(|b| !b.is_ascii_whitespace()) {
+                self.lines.push((line + read.lines, start..end));
+            }
+        }
+        Ok(read)
+    }
+
+    /// Each line through the pipeline, on the pool's threads.
+    fn process(&self, pipeline: &Pipeline) -> Results {
+        self.lines
+            .par_iter()
+            .map(|(_, range)| {
+                let mut out = Vec::with_capacity(range.len() + 1);
+                let result = std::str::from_utf8(&self.buf[range.clone()])
+                    .map_err(|e| Bad {
+                        path: String::new(),
+                        reason: format!("not valid UTF-8: {e}"),
+                    })
+                    .and_then(|text| process(pipeline, text, &mut out));
+                (result, out)
+            })
+            .collect()
+    }
 }
 
 /// `e` with the path it is about.
@@ -116,8 +218,9 @@ impl JsonlRun {
             bytes_total,
             totals: Totals::default(),
             done: false,
-            buf: Vec::new(),
-            lines: Vec::new(),
+            ahead: None,
+            spare: Chunk::default(),
+            unwritten: None,
         })
     }
 
@@ -133,69 +236,70 @@ impl JsonlRun {
         &self.totals
     }
 
-    /// Read, process and write the next chunk; `false` once the input is exhausted.
+    /// Count what a chunk read advanced.
+    fn advance(&mut self, read: &Read) {
+        self.line += read.lines;
+        self.totals.bytes_in += read.bytes;
+        self.done = read.end;
+    }
+
+    /// Process the next chunk on the pool while, beside it, the chunk before it is written and
+    /// the one after it read (neither leaves the workers idle); `false` once the input is
+    /// exhausted and everything written. Memory: about three chunks and one chunk's output.
     pub fn step(&mut self, pool: &ThreadPool) -> io::Result<bool> {
-        if self.done {
-            return Ok(false);
-        }
-        self.buf.clear();
-        self.lines.clear();
-        while self.buf.len() < self.chunk_bytes {
-            let start = self.buf.len();
-            let n = self.input.read_until(b'\n', &mut self.buf)?;
-            if n == 0 {
-                self.done = true;
-                break;
+        let current = match self.ahead.take() {
+            Some(chunk) => chunk,
+            None if self.done => {
+                self.write_unwritten()?;
+                return Ok(false);
             }
-            self.line += 1;
-            self.totals.bytes_in += n as u64;
-            let mut end = self.buf.len();
-            while end > start && matches!(self.buf[end - 1], b'\n' | b'\r') {
-                end -= 1;
+            None => {
+                let mut chunk = std::mem::take(&mut self.spare);
+                let read = chunk.read(&mut self.input, self.line, self.chunk_bytes)?;
+                self.advance(&read);
+                chunk
             }
-            if self.buf[start..end].iter().any(|b| !b.is_ascii_whitespace()) {
-                self.lines.push((self.line, start..end));
-            }
-        }
-        let (pipeline, buf) = (&self.pipeline, &self.buf);
-        let results: Vec<(Result<Outcome, Bad>, Vec<u8>)> = pool.install(|| {
-            self.lines
-                .par_iter()
-                .map(|(_, range)| {
-                    let mut out = Vec::with_capacity(range.len() + 1);
-                    let result = std::str::from_utf8(&buf[range.clone()])
-                        .map_err(|e| Bad {
-                            path: String::new(),
-                            reason: format!("not valid UTF-8: {e}"),
-                        })
-                        .and_then(|text| process(pipeline, text, &mut out));
-                    (result, out)
-                })
-                .collect()
-        });
-        let Some(output) = self.output.as_mut() else {
-            return Ok(false);
         };
-        let mut error_buf = Vec::new();
-        for ((line, _), (result, mut out)) in self.lines.iter().zip(results) {
-            match result {
-                Ok(outcome) => {
-                    self.totals.add(&outcome);
-                    out.push(b'\n');
-                    self.totals.bytes_out += out.len() as u64;
-                    output.writer.write_all(&out)?;
-                }
-                Err(bad) => {
-                    self.totals.bad += 1;
-                    error_buf.clear();
-                    error_line(*line, &bad, &mut error_buf);
-                    if let Some(errors) = self.errors.as_mut() {
-                        errors.writer.write_all(&error_buf)?;
-                    }
-                }
-            }
+        let mut next = std::mem::take(&mut self.spare);
+        let read_on = !self.done;
+        let unwritten = self.unwritten.take();
+        let (pipeline, input, line, chunk_bytes) = (&self.pipeline, &mut self.input, self.line, self.chunk_bytes);
+        let (output, errors, totals) = (self.output.as_mut(), self.errors.as_mut(), &mut self.totals);
+        let (results, (wrote, read)) = pool.install(|| {
+            rayon::join(
+                || current.process(pipeline),
+                || {
+                    let wrote = unwritten
+                        .map(|(chunk, results)| write(&chunk, results, output, errors, totals).map(|()| chunk))
+                        .transpose();
+                    (wrote, read_on.then(|| next.read(input, line, chunk_bytes)).transpose())
+                },
+            )
+        });
+        if let Some(chunk) = wrote? {
+            self.spare = chunk;
         }
-        Ok(!self.done)
+        if let Some(read) = read? {
+            self.advance(&read);
+            self.ahead = Some(next);
+        }
+        self.unwritten = Some((current, results));
+        Ok(true)
+    }
+
+    /// Write the last processed chunk's results, if not written yet.
+    fn write_unwritten(&mut self) -> io::Result<()> {
+        if let Some((chunk, results)) = self.unwritten.take() {
+            write(
+                &chunk,
+                results,
+                self.output.as_mut(),
+                self.errors.as_mut(),
+                &mut self.totals,
+            )?;
+            self.spare = chunk;
+        }
+        Ok(())
     }
 
     /// Run every remaining chunk.
@@ -206,6 +310,7 @@ impl JsonlRun {
 
     /// Flush the output (and errors) and rename them into place. Call after the last step.
     pub fn finish(&mut self) -> io::Result<Totals> {
+        self.write_unwritten()?;
         if let Some(output) = self.output.take() {
             output.commit()?;
         }

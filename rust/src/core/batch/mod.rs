@@ -8,19 +8,21 @@
 //! very bytes it was read from. See `docs/batch.md`.
 
 pub mod jsonl;
+pub mod parse;
 pub mod record;
 
 use crate::core::config::{Budget, Conditions, Cuts, Encoding};
 use crate::core::error::{Error, Result};
-use crate::core::store::{Incoming, Store};
+use crate::core::store::{Incoming, Store, numbers_within_limits};
 
 /// The wire format the messages of a dataset are in. Each format brings its own message rules;
-/// chat and Anthropic messages are both accepted by the store's rules (Anthropic blocks live in
-/// `content`), so they share them.
+/// chat messages, Anthropic messages (blocks live in `content`) and Responses API items are all
+/// read by the store's one rule set ([`crate::core::message::check`]), so they share it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Chat,
     Anthropic,
+    Responses,
 }
 
 impl Format {
@@ -28,18 +30,22 @@ impl Format {
         match name {
             "chat" | "openai" => Ok(Format::Chat),
             "anthropic" => Ok(Format::Anthropic),
+            "responses" => Ok(Format::Responses),
             other => Err(Error::InvalidOperation(format!(
-                "batch: unknown format {other:?}: expected chat or anthropic"
+                "batch: unknown format {other:?}: expected chat, anthropic or responses"
             ))),
         }
     }
 
     /// Encode and check one message given as JSON text; `path` names it in errors (`messages[3]`).
+    /// The reference reading: the rules of `MessageArray.from_json` (numbers included), which
+    /// the single-pass reader ([`parse::scan`]) gives way to whenever it is not sure.
     pub fn add_json(self, incoming: &mut Incoming, text: &str, path: &dyn Fn() -> String) -> Result<()> {
         match self {
-            Format::Chat | Format::Anthropic => {
+            Format::Chat | Format::Anthropic | Format::Responses => {
                 let value: serde_json::Value =
                     serde_json::from_str(text).map_err(|e| Error::message(path(), format!("not valid JSON: {e}")))?;
+                numbers_within_limits(&value, &path())?;
                 let (start, mut e) = incoming.encoder();
                 crate::core::value::encode_json(&mut e, &value);
                 incoming.finish(start, path)
@@ -295,6 +301,7 @@ mod tests {
     #[test]
     fn a_truncate_without_cuts_is_refused_once() {
         assert!(Pipeline::new(vec![Step::Truncate(Cuts::default())], Format::Chat).is_err());
-        assert!(Format::parse("responses").is_err());
+        assert_eq!(Format::parse("responses").unwrap(), Format::Responses);
+        assert!(Format::parse("gemini").is_err());
     }
 }

@@ -8,7 +8,7 @@ use std::ops::Range;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::core::batch::{Kept, Outcome, Pipeline};
+use crate::core::batch::{Kept, Outcome, Pipeline, parse};
 use crate::core::error::Error;
 use crate::core::store::Incoming;
 use crate::core::value::{ValueRef, write_value};
@@ -40,8 +40,8 @@ pub struct Record<'a> {
     text: &'a str,
     /// The span of the messages list in `text`.
     list: Range<usize>,
-    /// The text of each message.
-    messages: Vec<&'a str>,
+    /// The span of each message in `text`.
+    messages: Vec<Range<usize>>,
     /// How message paths start: `messages` in an object, empty in a bare list.
     prefix: &'static str,
 }
@@ -50,10 +50,35 @@ fn offset_in(outer: &str, inner: &str) -> usize {
     inner.as_ptr() as usize - outer.as_ptr() as usize
 }
 
+fn trimmed(text: &str) -> &str {
+    text.trim_matches(|c: char| c.is_ascii_whitespace())
+}
+
 impl<'a> Record<'a> {
-    /// Read the record in `text` (one JSON value; surrounding whitespace allowed).
+    /// Read the record in `text` and encode and check its messages, in one pass over its bytes
+    /// ([`parse::scan`]) when it can, else by the reference reading ([`Record::parse`], then
+    /// [`Record::incoming`]), which then gives the answer and the error.
+    pub fn read(text: &'a str, pipeline: &Pipeline) -> Result<(Self, Incoming), Bad> {
+        let inner = trimmed(text);
+        if let Ok(scanned) = parse::scan(inner) {
+            let base = offset_in(text, inner);
+            let shift = |r: &Range<usize>| base + r.start..base + r.end;
+            let record = Self {
+                text,
+                list: shift(&scanned.list),
+                messages: scanned.messages.iter().map(shift).collect(),
+                prefix: scanned.prefix,
+            };
+            return Ok((record, scanned.incoming));
+        }
+        let record = Self::parse(text)?;
+        let incoming = record.incoming(pipeline)?;
+        Ok((record, incoming))
+    }
+
+    /// Read the record in `text` (one JSON value; surrounding whitespace allowed) with `serde_json`.
     pub fn parse(text: &'a str) -> Result<Self, Bad> {
-        let trimmed = text.trim_matches(|c: char| c.is_ascii_whitespace());
+        let trimmed = trimmed(text);
         let (list_text, prefix) = match trimmed.as_bytes().first() {
             Some(b'[') => (trimmed, ""),
             Some(b'{') => {
@@ -87,9 +112,20 @@ impl<'a> Record<'a> {
         Ok(Self {
             text,
             list: start..start + list_text.len(),
-            messages: messages.into_iter().map(RawValue::get).collect(),
+            messages: messages
+                .into_iter()
+                .map(|m| {
+                    let at = offset_in(text, m.get());
+                    at..at + m.get().len()
+                })
+                .collect(),
             prefix,
         })
+    }
+
+    /// The text of message `i`.
+    fn message(&self, i: usize) -> &'a str {
+        &self.text[self.messages[i].clone()]
     }
 
     pub fn len(&self) -> usize {
@@ -103,10 +139,10 @@ impl<'a> Record<'a> {
     /// Encode and check every message by the pipeline's format.
     pub fn incoming(&self, pipeline: &Pipeline) -> Result<Incoming, Bad> {
         let mut incoming = Incoming::default();
-        for (i, m) in self.messages.iter().enumerate() {
+        for i in 0..self.messages.len() {
             pipeline
                 .format
-                .add_json(&mut incoming, m, &|| format!("{}[{i}]", self.prefix))
+                .add_json(&mut incoming, self.message(i), &|| format!("{}[{i}]", self.prefix))
                 .map_err(|e| match e {
                     Error::InvalidMessage { path, reason } => bad(path, reason),
                     other => bad(format!("{}[{i}]", self.prefix), other.to_string()),
@@ -126,7 +162,7 @@ impl<'a> Record<'a> {
                 out.push(b',');
             }
             match kept {
-                Kept::Input(k) => out.extend_from_slice(self.messages[*k].as_bytes()),
+                Kept::Input(k) => out.extend_from_slice(self.message(*k).as_bytes()),
                 Kept::New(bytes) => {
                     scratch.clear();
                     write_value(&mut scratch, ValueRef::new(bytes));
@@ -141,8 +177,7 @@ impl<'a> Record<'a> {
 
 /// Run the pipeline on one record's text and append the result to `out`.
 pub fn process(pipeline: &Pipeline, text: &str, out: &mut Vec<u8>) -> Result<Outcome, Bad> {
-    let record = Record::parse(text)?;
-    let incoming = record.incoming(pipeline)?;
+    let (record, incoming) = Record::read(text, pipeline)?;
     let outcome = pipeline.apply(&incoming);
     record.write(&outcome, out);
     Ok(outcome)

@@ -173,11 +173,11 @@ impl Store {
 
 /// Python refuses to read or print an int of more digits than this (`sys.int_info`), so a stored
 /// message holding one could never be read back.
-const MAX_INT_DIGITS: usize = 4300;
+pub(crate) const MAX_INT_DIGITS: usize = 4300;
 
 /// The rule `append` applies to numbers, applied to a loaded message: finite floats, and ints Python
 /// can read (a state written by hand may hold `1e400`, which would load as infinity).
-fn numbers_within_limits(value: &Json, place: &str) -> Result<()> {
+pub(crate) fn numbers_within_limits(value: &Json, place: &str) -> Result<()> {
     match value {
         Json::Number(n) => {
             let text = n.to_string();

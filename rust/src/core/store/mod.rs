@@ -3,6 +3,7 @@
 //! so an error leaves the store exactly as it was.
 
 mod json;
+pub(crate) use json::{MAX_INT_DIGITS, numbers_within_limits};
 mod sanitize;
 mod token_counts;
 mod trim;
@@ -76,6 +77,12 @@ impl Incoming {
     /// Start the next message: encode it with the returned encoder, then call [`Incoming::finish`].
     pub fn encoder(&mut self) -> (usize, Encoder<'_>) {
         (self.bytes.len(), Encoder::new(&mut self.bytes))
+    }
+
+    /// Start the next message by writing its encoding straight into the buffer (for a reader that
+    /// encodes as it parses), then call [`Incoming::finish`] with the returned start.
+    pub fn buffer(&mut self) -> (usize, &mut Vec<u8>) {
+        (self.bytes.len(), &mut self.bytes)
     }
 
     /// Check the message encoded since `start`; `path` names it in an error (`messages[3]`).
