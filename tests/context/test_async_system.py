@@ -504,3 +504,12 @@ async def test_an_async_context_system_is_not_copied_or_pickled_but_travels_as_s
     for attempt in (copy.copy, copy.deepcopy, pickle.dumps):
         with pytest.raises(InvalidOperationError, match="to_state"):
             attempt(actx)
+
+
+async def test_the_sync_system_refuses_an_async_store_naming_the_async_system(tmp_path: Path) -> None:
+    store = AsyncSqliteStorage(tmp_path / "agent.db")
+    with pytest.raises(InvalidOperationError, match=r"AsyncSqliteStorage is async .*use memci\.AsyncContextSystem"):
+        ContextSystem(PROMPT, storage=store)  # type: ignore[arg-type]
+    with pytest.raises(InvalidOperationError, match=r"use memci\.AsyncContextSystem"):
+        ContextSystem.open(store)  # type: ignore[arg-type]
+    await store.close()

@@ -259,3 +259,23 @@ async def test_a_save_that_forgets_deletes_the_pages_with_the_state(astore: Any)
     assert await astore.page_indices() == [3]
     assert await astore.get_page(1) is None
     assert await astore.load_state() == state(2, 3, forgotten_through=2)
+
+
+async def test_pickling_an_async_store_refuses_or_follows_the_wrapped_store(tmp_path: Path) -> None:
+    import copy
+    import pickle
+
+    async with AsyncSqliteStorage(tmp_path / "a.db") as store:
+        with pytest.raises(StorageError, match="cannot be pickled or deep-copied"):
+            pickle.dumps(store)
+    memory = ThreadedStorage(MemoryStorage())
+    await memory.put_page(1, page(1))
+    twin = copy.deepcopy(memory)
+    assert await twin.get_page(1) == page(1)
+    await twin.put_page(2, page(2))
+    assert await memory.page_indices() == [1], "the copy holds its own pages"
+    sqlite_twin = pickle.loads(pickle.dumps(ThreadedStorage(SqliteStorage(tmp_path / "b.db"))))
+    await sqlite_twin.save_state(state(1))
+    async with AsyncSqliteStorage(tmp_path / "b.db") as reader:
+        assert await reader.load_state() == state(1)
+    await sqlite_twin.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import json
 import logging
 import threading
@@ -208,6 +209,11 @@ def _agent_tools(tools: object) -> tuple[dict[str, Any], ...]:
 
 def _storage(storage: object) -> Storage:
     """``storage`` if it has the :class:`~memci.Storage` methods, else a named error."""
+    if inspect.iscoroutinefunction(getattr(storage, "save_state", None)):
+        raise InvalidOperationError(
+            f"ContextSystem: storage {type(storage).__name__} is async (its methods are coroutines): "
+            "use memci.AsyncContextSystem"
+        )
     if not isinstance(storage, Storage):
         raise InvalidOperationError(
             "ContextSystem: storage must be a memci.Storage (put_page, get_page, page_indices, save_state, "

@@ -24,6 +24,7 @@ from memci.storage.json_store import (
     decode_page,
     decode_state,
     encode_page,
+    refuse_pickle,
 )
 
 __all__ = ["AsyncJsonStore", "existing_pages"]
@@ -138,6 +139,10 @@ class AsyncJsonStore:
             self._closed = True
             if self._opened:
                 await self._release()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Refused with a :class:`StorageError`: an async store holds a connection bound to its loop."""
+        refuse_pickle(self)
 
     @property
     def closed(self) -> bool:

@@ -36,6 +36,7 @@ __all__ = [
     "decode_state",
     "encode_page",
     "encode_state",
+    "refuse_pickle",
 ]
 
 #: The fields every page must have, with their types (lists may be given as tuples).
@@ -304,6 +305,15 @@ def check_stored(existing: str | bytes | None, page: dict[str, Any], where: Call
         raise StorageError(f"{place}: already stored with other content", place)
 
 
+def refuse_pickle(store: object) -> NoReturn:
+    """The :class:`StorageError` of a store that cannot travel in a pickle or a deep copy."""
+    raise StorageError(
+        f"{store!r} cannot be pickled or deep-copied (it holds a connection it did not open); pickle the "
+        "ContextSystem's to_state() instead, and rebuild it with ContextSystem.from_state(state, storage)",
+        repr(store),
+    )
+
+
 class JsonStore:
     """Base of the stores: the shared rules over five text primitives. Thread-safe: one lock."""
 
@@ -409,11 +419,7 @@ class JsonStore:
         """A store that holds a connection cannot travel in a pickle (or a deep copy): a clear
         :class:`StorageError` instead of Python's. Stores that can (in memory, or reopened by path)
         override this."""
-        raise StorageError(
-            f"{self!r} cannot be pickled or deep-copied (it holds a connection it did not open); pickle the "
-            "ContextSystem's to_state() instead, and rebuild it with ContextSystem.from_state(state, storage)",
-            repr(self),
-        )
+        refuse_pickle(self)
 
     def __enter__(self) -> Self:
         return self

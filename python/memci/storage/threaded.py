@@ -64,6 +64,11 @@ class ThreadedStorage:
     def __repr__(self) -> str:
         return f"ThreadedStorage({self.store!r})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (and deep-copied) as the store it wraps is (a memory store by its contents, a
+        SQLite or directory store by its path; a store that cannot be, refuses)."""
+        return (ThreadedStorage, (self.store,))
+
     async def __aenter__(self) -> Self:
         return self
 
