@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from memci import _core, tokens
 from memci.context import recall
+from memci.context.agent_tools import checked_tools, tool_in
 from memci.context.contents import (
     ArchiveChapter,
     ArchivePolicy,
@@ -136,77 +137,6 @@ def _system_message(prompt: str | Message | None) -> Message | None:
     )
 
 
-def _plain_tool(tool: object, where: str) -> dict[str, Any]:
-    """An agent tool definition as a JSON dict (an SDK object is taken as its ``model_dump()``)."""
-    dump = getattr(tool, "model_dump", None)
-    if callable(dump) and not isinstance(tool, dict):
-        tool = dump(exclude_none=True)
-    if not isinstance(tool, dict):
-        raise InvalidOperationError(f"ContextSystem: {where} must be a tool definition dict, got {type(tool).__name__}")
-    try:
-        copied = json.loads(json.dumps(tool, allow_nan=False))
-    except (TypeError, ValueError, RecursionError) as e:
-        raise InvalidOperationError(f"ContextSystem: {where} is not JSON ({e})") from None
-    if not isinstance(copied, dict):  # a dict subclass whose JSON is not an object
-        raise InvalidOperationError(f"ContextSystem: {where} must be a tool definition dict")
-    return copied
-
-
-def _function_tool(tool: dict[str, Any]) -> tuple[str, str | None, Any, Any] | None:
-    """``(name, description, parameters, strict)`` of a function tool in any of the three formats
-    (OpenAI chat ``{"type": "function", "function": {...}}``, Responses ``{"type": "function",
-    "name", "parameters"}``, Anthropic ``{"name", "input_schema"}``); None for any other tool (a
-    provider's built-in one, say), which is passed on as it is."""
-    function = tool.get("function")
-    if tool.get("type") == "function" and isinstance(function, dict) and isinstance(function.get("name"), str):
-        return function["name"], function.get("description"), function.get("parameters"), function.get("strict")
-    if tool.get("type") == "function" and isinstance(tool.get("name"), str):
-        return tool["name"], tool.get("description"), tool.get("parameters"), tool.get("strict")
-    if tool.get("type") in (None, "custom") and isinstance(tool.get("name"), str) and "input_schema" in tool:
-        return tool["name"], tool.get("description"), tool.get("input_schema"), None
-    return None
-
-
-def _tool_in(format: ToolFormat, tool: dict[str, Any]) -> dict[str, Any]:
-    """An agent tool in ``format``: function tools are converted, others returned as given."""
-    function = _function_tool(tool)
-    if function is None or format == "attp":
-        return copy.deepcopy(tool)
-    name, description, parameters, strict = function
-    parameters = {"type": "object", "properties": {}} if parameters is None else copy.deepcopy(parameters)
-    if format == "anthropic":
-        out: dict[str, Any] = {"name": name, "input_schema": parameters}
-        if description is not None:
-            out["description"] = description
-        return out
-    body: dict[str, Any] = {"name": name}
-    if description is not None:
-        body["description"] = description
-    body["parameters"] = parameters
-    if strict is not None:
-        body["strict"] = strict
-    return {"type": "function", "function": body} if format == "openai" else {"type": "function", **body}
-
-
-def _agent_tools(tools: object) -> tuple[dict[str, Any], ...]:
-    """The ``agent_tools`` argument checked: a list of tool definitions, none named like a recall
-    tool."""
-    if tools is None:
-        return ()
-    if isinstance(tools, dict | str | bytes) or not isinstance(tools, Iterable):
-        raise InvalidOperationError(
-            f"ContextSystem: agent_tools must be a list of tool definitions, got {type(tools).__name__}"
-        )
-    checked = tuple(_plain_tool(tool, f"agent_tools[{i}]") for i, tool in enumerate(tools))
-    for i, tool in enumerate(checked):
-        function = _function_tool(tool)
-        if function is not None and function[0] in (recall.RECALL_PAGE, recall.LIST_PAGES):
-            raise InvalidOperationError(
-                f"ContextSystem: agent_tools[{i}] is named {function[0]!r}, the name of a recall tool memci adds"
-            )
-    return checked
-
-
 def _storage(storage: object) -> Storage:
     """``storage`` if it has the :class:`~memci.Storage` methods, else a named error."""
     if inspect.iscoroutinefunction(getattr(storage, "save_state", None)):
@@ -293,7 +223,7 @@ class ContextSystem:
         #: What was passed (code, not state): copies and pickles carry these.
         self._summarizer_arg, self._counter = summarizer, counter
         self._summarizer = as_summarizer(summarizer)
-        self._agent_tools = _agent_tools(agent_tools)
+        self._agent_tools = checked_tools(agent_tools)
         self._storage: Storage = MemoryStorage() if storage is None else _storage(storage)
         self._lock = _Lock()
         self._round = 0
@@ -732,7 +662,7 @@ class ContextSystem:
         definitions = recall.tool_definitions(format)
         if isinstance(definitions, str):
             return definitions
-        return [*(_tool_in(format, tool) for tool in self._agent_tools), *definitions]
+        return [*(tool_in(format, tool) for tool in self._agent_tools), *definitions]
 
     def _tools_sent(self) -> list[dict[str, Any]]:
         """The tool definitions a request carries in the system's format (with ATTP, the agent's
@@ -951,7 +881,7 @@ class ContextSystem:
         overrides: dict[str, Any] = {
             "system_prompt": _system_message(system_prompt),
             "tools": tools,
-            "agent_tools": None if agent_tools is None else _agent_tools(agent_tools),
+            "agent_tools": None if agent_tools is None else checked_tools(agent_tools),
             "active_pages": active_pages,
             "policy": policy,
             "encoding": encoding,
