@@ -27,7 +27,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NotRequired, TypeAlias, TypedDict, cast
 
-from memci.errors import InvalidMessageError
+from memci.errors import InvalidMessageError, repr_of
 
 if TYPE_CHECKING:
     from anthropic.types import MessageParam, TextBlockParam
@@ -183,7 +183,7 @@ def _parts_to_anthropic(content: Any, path: str) -> list[Block]:
         elif kind in _ANTHROPIC_BLOCKS:
             out.append(dict(part))
         else:
-            raise _fail(where, f"a {kind!r} part has no Anthropic equivalent")
+            raise _fail(where, f"a {repr_of(kind)} part has no Anthropic equivalent")
     return out
 
 
@@ -277,7 +277,7 @@ def to_anthropic(messages: Iterable[Any]) -> AnthropicRequest:
                 out.append({"role": "user", "content": results})
             results.append(_tool_result(m, path))
         else:
-            raise _fail(f"{path}.role", f"unknown role {role!r}")
+            raise _fail(f"{path}.role", f"unknown role {repr_of(role)}")
     request: dict[str, Any] = {"messages": out}
     if len(system) == 1 and isinstance(system[0][0].get("content"), str):
         request = {"system": system[0][0]["content"], "messages": out}
@@ -310,7 +310,7 @@ def _parts_to_openai(blocks: list[Any], path: str, *, images: bool) -> list[Bloc
         elif kind == "image":
             raise _fail(where, "an OpenAI tool message holds text only, not images")
         else:
-            raise _fail(where, f"a {kind!r} block has no OpenAI equivalent here")
+            raise _fail(where, f"a {repr_of(kind)} block has no OpenAI equivalent here")
     return out
 
 
@@ -353,7 +353,7 @@ def _assistant_to_openai(m: Message, path: str) -> Message:
             function = {"name": block.get("name"), "arguments": arguments}
             calls.append({"id": block.get("id"), "type": "function", "function": function})
         elif kind not in ("thinking", "redacted_thinking"):
-            raise _fail(where, f"a {kind!r} block has no OpenAI equivalent")
+            raise _fail(where, f"a {repr_of(kind)} block has no OpenAI equivalent")
     text: str | list[Block] | None = texts[0] if len(texts) == 1 else [{"type": "text", "text": t} for t in texts]
     if not texts:
         text = None if calls else ""
@@ -399,7 +399,7 @@ def to_openai(
         elif role == "assistant":
             out.append(_assistant_to_openai(m, path))
         else:
-            raise _fail(f"{path}.role", f"unknown role {role!r}")
+            raise _fail(f"{path}.role", f"unknown role {repr_of(role)}")
     return cast("list[ChatMessage]", out)
 
 
@@ -436,7 +436,7 @@ def _input_parts(content: list[Any], path: str, *, assistant: bool) -> list[Bloc
         elif kind in _RESPONSES_PARTS:
             out.append(dict(part))  # already a Responses part
         else:
-            raise _fail(where, f"a {kind!r} part has no Responses API equivalent")
+            raise _fail(where, f"a {repr_of(kind)} part has no Responses API equivalent")
     return out
 
 
@@ -451,7 +451,7 @@ def _chat_to_items(m: Message, path: str, kinds: dict[str, str]) -> list[Message
         kind = kinds.get(call_id, "function_call") if isinstance(call_id, str) else "function_call"
         return [{"type": f"{kind}_output", "call_id": call_id, "output": output}]
     if role not in ("system", "developer", "user", "assistant"):
-        raise _fail(f"{path}.role", f"unknown role {role!r}")
+        raise _fail(f"{path}.role", f"unknown role {repr_of(role)}")
     out: list[Message] = []
     assistant = role == "assistant"
     if isinstance(content, list):
@@ -523,7 +523,7 @@ def _chat_parts(content: list[Any], path: str) -> list[Block]:
             fields = ("file_data", "file_id", "filename")
             out.append({"type": "file", "file": {k: part[k] for k in fields if part.get(k) is not None}})
         else:
-            raise _fail(where, f"a {kind!r} part has no chat equivalent")
+            raise _fail(where, f"a {repr_of(kind)} part has no chat equivalent")
     return out
 
 
@@ -583,7 +583,7 @@ def from_responses(items: Iterable[Any]) -> list[ChatMessage]:
         elif kind == "reasoning":
             continue
         else:
-            raise _fail(f"{path}.type", f"a {kind!r} item has no chat equivalent")
+            raise _fail(f"{path}.type", f"a {repr_of(kind)} item has no chat equivalent")
     return cast("list[ChatMessage]", out)
 
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from memci import _core
 from memci.context.page import Page
-from memci.errors import SummaryError
+from memci.errors import SummaryError, repr_of
 
 __all__ = [
     "CallableSummarizer",
@@ -158,7 +158,7 @@ class ExtractiveSummarizer:
     def __init__(self, entry_chars: int = 100, page_chars: int = 80) -> None:
         for name, value in (("entry_chars", entry_chars), ("page_chars", page_chars)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SummaryError(f"ExtractiveSummarizer: {name} must be an int >= 1, got {value!r}")
+                raise SummaryError(f"ExtractiveSummarizer: {name} must be an int >= 1, got {repr_of(value)}")
         self.entry_chars = entry_chars
         self.page_chars = page_chars
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
-from memci.errors import StorageError
+from memci.errors import StorageError, is_unicode, repr_of
 from memci.storage.json_store import Commit, JsonStore
 
 __all__ = ["SCHEMA_VERSION", "SqliteStorage"]
@@ -88,9 +88,9 @@ class SqliteStorage(JsonStore):
     ) -> None:
         super().__init__()
         if synchronous not in ("FULL", "NORMAL"):
-            raise StorageError(f"synchronous must be 'FULL' or 'NORMAL', got {synchronous!r}", str(path))
-        if not isinstance(namespace, str) or not _encodable(namespace):
-            raise StorageError(f"namespace must be a str, got {namespace!r}", "namespace")
+            raise StorageError(f"synchronous must be 'FULL' or 'NORMAL', got {repr_of(synchronous)}", str(path))
+        if not isinstance(namespace, str) or not is_unicode(namespace):
+            raise StorageError(f"namespace must be a str, got {repr_of(namespace)}", "namespace")
         self.path = Path(path)
         self.namespace = namespace
         self.read_only = read_only
@@ -266,14 +266,6 @@ class SqliteStorage(JsonStore):
         self._writable()
         with self._errors("cannot checkpoint"):
             self._locked(lambda: self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _text(body: object, where: Callable[[], str]) -> str | bytes:
