@@ -124,6 +124,8 @@ def _messages(messages: Iterable[Any], what: str, *, items: bool = False) -> lis
 
 def _parts(content: list[Any], path: str) -> Iterator[tuple[Any, Any, str]]:
     """Each part of a list content with its type (a bare string is a text part) and its place."""
+    if not isinstance(content, list | tuple):
+        raise _fail(path, f"must be a str, a list of parts or None, got {type(content).__name__}")
     for k, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else "text" if isinstance(part, str) else None
         yield part, kind, f"{path}[{k}]"
@@ -132,6 +134,8 @@ def _parts(content: list[Any], path: str) -> Iterator[tuple[Any, Any, str]]:
 def _text(block: Block | str, path: str) -> Block:
     if isinstance(block, str):
         return {"type": "text", "text": block}
+    if not isinstance(block, Mapping):
+        raise _fail(path, f"must be a text block (a dict) or a str, got {type(block).__name__}")
     text = block.get("text")
     if not isinstance(text, str):
         raise _fail(f"{path}.text", "a text block needs a str text")
@@ -387,6 +391,8 @@ def to_openai(
     if isinstance(system, str):
         out.append({"role": "system", "content": system})
     elif system is not None:
+        if isinstance(system, bytes | bytearray | Mapping) or not isinstance(system, Iterable):
+            raise _fail("system", f"must be a str or a list of text blocks, got {type(system).__name__}")
         for k, block in enumerate(system):
             out.append({"role": "system", "content": _text(block, f"system[{k}]")["text"]})
     for i, m in enumerate(items):
@@ -469,7 +475,7 @@ def _chat_to_items(m: Message, path: str, kinds: dict[str, str]) -> list[Message
     elif content is None and assistant and isinstance(m.get("refusal"), str):
         out.append({"role": role, "content": m["refusal"]})
     elif content is not None and not isinstance(content, str):
-        raise _fail(f"{path}.content", f"must be a str, a list of parts or None, got {type(content).__name__}")
+        raise _fail(path, f"must be a str, a list of parts or None, got {type(content).__name__}")
     for k, call in enumerate(m.get("tool_calls") or []):
         kind = "custom" if isinstance(call, dict) and call.get("type") == "custom" else "function"
         inner = call.get(kind) if isinstance(call, dict) else None
@@ -598,6 +604,12 @@ def _langchain() -> Any:
     return messages
 
 
+def _first_line(error: Exception) -> str:
+    """The first line of an error from another library, cut to a readable length (surrogates escaped)."""
+    line = str(error).encode("utf-8", "backslashreplace").decode().split("\n", 1)[0]
+    return line if len(line) <= 200 else line[:200] + "…"
+
+
 def to_langchain(messages: Iterable[Any]) -> list[BaseMessage]:
     """OpenAI-format messages as LangChain message objects (``SystemMessage``, ``HumanMessage``,
     ``AIMessage`` with parsed ``tool_calls``, ``ToolMessage``), by LangChain's own
@@ -606,7 +618,11 @@ def to_langchain(messages: Iterable[Any]) -> list[BaseMessage]:
     ``to_langchain(to_openai(...))``; for Responses items, ``to_langchain(from_responses(...))``.
     Needs ``langchain-core`` (``pip install 'memci[langchain]'``). O(n)."""
     items = _messages(messages, "to_langchain")
-    return list(_langchain().convert_to_messages(items))
+    lc = _langchain()
+    try:
+        return list(lc.convert_to_messages(items))
+    except (ValueError, TypeError, NotImplementedError) as e:  # LangChain's refusals (pydantic's too)
+        raise _fail("messages", f"LangChain cannot read them: {_first_line(e)}") from None
 
 
 def from_langchain(messages: Iterable[BaseMessage]) -> list[Message]:
@@ -617,8 +633,13 @@ def from_langchain(messages: Iterable[BaseMessage]) -> list[Message]:
     message that only calls tools gets ``content`` None, as the OpenAI API sends it (LangChain writes
     ``""``). Needs ``langchain-core``. O(n)."""
     lc = _langchain()
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+        raise _fail("messages", f"from_langchain takes a list of LangChain messages, got {type(messages).__name__}")
     objects = list(messages)
-    out: list[Message] = lc.convert_to_openai_messages(objects)
+    try:
+        out: list[Message] = lc.convert_to_openai_messages(objects)
+    except (ValueError, TypeError, NotImplementedError) as e:  # LangChain's refusals (pydantic's too)
+        raise _fail("messages", f"LangChain cannot read them: {_first_line(e)}") from None
     for m, obj in zip(out, objects, strict=len(out) == len(objects)):
         if m.get("role") == "assistant" and m.get("tool_calls") and m.get("content") == "":
             m["content"] = None

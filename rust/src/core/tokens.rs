@@ -65,6 +65,8 @@ pub const IMAGE_LOW: u64 = 85;
 pub const IMAGE_HIGH: u64 = 765;
 /// LangChain's approximation: characters per token.
 const CHARS_PER_TOKEN: u64 = 4;
+/// An unknown encoding name longer than this is shown cut in the error.
+const SHOWN_NAME_CHARS: usize = 80;
 
 impl Encoding {
     pub const ALL: [Encoding; 3] = [Encoding::O200kBase, Encoding::Cl100kBase, Encoding::Approximate];
@@ -84,8 +86,13 @@ impl Encoding {
                 .max_by_key(|(model, _)| model.len())
         });
         by_model.map(|(_, e)| *e).ok_or_else(|| {
+            // A long name is shown cut: the error names it, it need not repeat it all.
+            let shown = match name.char_indices().nth(SHOWN_NAME_CHARS) {
+                Some((cut, _)) => format!("{:?}…", &name[..cut]),
+                None => format!("{name:?}"),
+            };
             Error::InvalidOperation(format!(
-                "unknown encoding {name:?}: expected o200k_base, cl100k_base, approximate or an OpenAI model name such as gpt-4o"
+                "unknown encoding {shown}: expected o200k_base, cl100k_base, approximate or an OpenAI model name such as gpt-4o"
             ))
         })
     }
