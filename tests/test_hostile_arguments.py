@@ -25,9 +25,14 @@ from memci import (
     ArchivePolicy,
     ContextSystem,
     DirectoryStorage,
+    ExtractiveSummarizer,
     MemoryStorage,
     MessageArray,
+    Page,
+    PageSearch,
     SqliteStorage,
+    TokenUsage,
+    Usage,
     formats,
     ops,
     sanitize,
@@ -161,6 +166,15 @@ GOOD: dict[str, st.SearchStrategy[Any]] = {
     "storage": st.builds(MemoryStorage) | st.builds(_saved_storage),
     "summarizer": st.sampled_from([None, str.upper]),
     "policy": st.builds(ArchivePolicy),
+    "search_items": st.lists(st.tuples(st.integers(1, 4), st.text(max_size=6)), max_size=3),
+    "batch": st.sampled_from([None, lambda: 0]),
+    "usage": st.sampled_from(
+        [
+            {"prompt_tokens": 3, "completion_tokens": 1},
+            {"input_tokens": 2, "output_tokens": 1, "cache_read_input_tokens": 1},
+        ]
+    ),
+    "page_object": st.builds(lambda: Page.of(1, [user("q"), assistant("a")])),
 }
 
 
@@ -175,6 +189,25 @@ def argument(kind: str) -> st.SearchStrategy[Any]:
 
 
 # ---- the entries and their arguments ------------------------------------------------------------
+
+#: The parameters a method and its operation config share.
+TRIM_KINDS = {
+    "max_tokens": "count",
+    "strategy": "strategy",
+    "keep_system": "flag",
+    "start_on": "roles",
+    "end_on": "roles",
+    "allow_partial": "flag",
+    "encoding": "encoding",
+}
+TRUNCATE_KINDS = {
+    "keep_first": "count",
+    "keep_last": "count",
+    "remove_first": "count",
+    "remove_last": "count",
+    "range": "range",
+    "role": "role",
+}
 
 #: Public method -> the kind of each parameter, in order (``self`` left out).
 ARRAY_METHODS: dict[str, dict[str, str]] = {
@@ -204,24 +237,8 @@ ARRAY_METHODS: dict[str, dict[str, str]] = {
     "stats": {},
     "to_json": {},
     "token_count": {"encoding": "encoding", "counter": "counter"},
-    "trim_to_tokens": {
-        "max_tokens": "count",
-        "strategy": "strategy",
-        "keep_system": "flag",
-        "start_on": "roles",
-        "end_on": "roles",
-        "allow_partial": "flag",
-        "encoding": "encoding",
-        "counter": "counter",
-    },
-    "truncate": {
-        "keep_first": "count",
-        "keep_last": "count",
-        "remove_first": "count",
-        "remove_last": "count",
-        "range": "range",
-        "role": "role",
-    },
+    "trim_to_tokens": {**TRIM_KINDS, "counter": "counter"},
+    "truncate": TRUNCATE_KINDS,
     "validate": {},
 }
 
@@ -272,7 +289,22 @@ FUNCTIONS: dict[str, dict[str, str]] = {
     "formats.to_openai": {"messages": "messages", "system": "anthropic_system"},
     "formats.to_responses": {"messages": "messages"},
 }
-MODULES: dict[str, ModuleType] = {"tokens": tokens, "sanitize": sanitize, "formats": formats}
+FUNCTIONS.update(
+    {
+        "ops.Append": {"messages": "messages"},
+        "ops.Checkpoint": {"description": "optional_text"},
+        "ops.Clear": {"keep_system": "flag"},
+        "ops.Filter": {"roles": "roles", "content_contains": "roles", "content_excludes": "roles"},
+        "ops.Insert": {"position": "count", "messages": "messages"},
+        "ops.Replace": {"index": "index", "message": "message"},
+        "ops.Rollback": {"batch_index": "count"},
+        "ops.Sanitize": {},
+        "ops.TrimToTokens": TRIM_KINDS,
+        "ops.Truncate": TRUNCATE_KINDS,
+        "ops.parse": {"op": "op"},
+    }
+)
+MODULES: dict[str, ModuleType] = {"tokens": tokens, "sanitize": sanitize, "formats": formats, "ops": ops}
 
 #: Entries that must not raise at all (handle_tool_call may refuse what is not a tool call).
 NEVER_RAISE = {"is_recall_call"}
@@ -300,16 +332,69 @@ def _public_methods(cls: type, *, init: bool = True) -> dict[str, list[str]]:
 
 
 def _public_functions(module: ModuleType) -> dict[str, list[str]]:
+    """Each public function of ``module`` (and of ``memci.ops`` each config, built from arguments)
+    -> its parameter names."""
     return {
         f"{module.__name__.removeprefix('memci.')}.{name}": list(inspect.signature(fn).parameters)
         for name in module.__all__
-        if inspect.isfunction(fn := getattr(module, name))
+        if inspect.isfunction(fn := getattr(module, name)) or (module is ops and isinstance(fn, type))
     }
+
+
+def _page_search() -> PageSearch:
+    index = PageSearch()
+    index.extend([(1, "a question about tides"), (2, "an answer about the moon")])
+    return index
+
+
+def _usage() -> TokenUsage:
+    usage = TokenUsage(limit=100)
+    usage.record({"prompt_tokens": 10, "completion_tokens": 2}, model="m")
+    return usage
+
+
+#: Other public classes: how to make one, its methods, and what its state is.
+OBJECTS: dict[str, tuple[Callable[[], Any], dict[str, dict[str, str]], Callable[[Any], Any]]] = {
+    "PageSearch": (
+        _page_search,
+        {
+            "__init__": {"snippet_chars": "count"},
+            "add": {"page_index": "page_index", "text": "text"},
+            "extend": {"items": "search_items"},
+            "search": {"query": "text", "k": "count"},
+        },
+        lambda index: (len(index), [(h.page_index, h.score) for h in index.search("tides question", 10)]),
+    ),
+    "TokenUsage": (
+        _usage,
+        {
+            "__init__": {"limit": "count", "batch": "batch"},
+            "per_batch": {},
+            "per_model": {},
+            "record": {"usage": "usage", "model": "optional_text", "batch_index": "count"},
+            "records": {},
+            "reset": {},
+        },
+        lambda usage: [(r.usage, r.batch_index, r.model) for r in usage.records()],
+    ),
+    "ExtractiveSummarizer": (
+        ExtractiveSummarizer,
+        {"__init__": {"entry_chars": "page_index", "page_chars": "page_index"}, "summarize": {"page": "page_object"}},
+        repr,
+    ),
+    "Usage": (Usage, {"of": {"usage": "usage"}}, repr),
+}
 
 
 @pytest.mark.parametrize(
     ("found", "listed"),
     [
+        *(
+            (lambda cls=cls: _public_methods(cls, init=cls is not Usage), methods)
+            for cls, (_, methods, _) in zip(
+                (PageSearch, TokenUsage, ExtractiveSummarizer, Usage), OBJECTS.values(), strict=True
+            )
+        ),
         (lambda: _public_methods(MessageArray), ARRAY_METHODS),
         (
             lambda: {k: v for k, v in _public_methods(ContextSystem).items() if k not in ("__init__", "load")},
@@ -320,7 +405,7 @@ def _public_functions(module: ModuleType) -> dict[str, list[str]]:
         (lambda: _public_methods(SqliteStorage, init=False), {**SQLITE_METHODS, "close": {}}),
         (lambda: {k: v for m in MODULES.values() for k, v in _public_functions(m).items()}, FUNCTIONS),
     ],
-    ids=["MessageArray", "ContextSystem", "MemoryStorage", "DirectoryStorage", "SqliteStorage", "functions"],
+    ids=[*OBJECTS, "MessageArray", "ContextSystem", "MemoryStorage", "DirectoryStorage", "SqliteStorage", "functions"],
 )
 def test_every_public_entry_is_listed(
     found: Callable[[], dict[str, list[str]]], listed: dict[str, dict[str, str]]
@@ -505,3 +590,29 @@ def test_module_functions_raise_memci_errors(name: str, data: st.DataObject) -> 
     module, function = name.split(".")
     fn = getattr(MODULES[module], function)
     _called(fn, _kwargs(data, fn, FUNCTIONS[name]))
+
+
+# ---- other public classes -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cls_name", "name"),
+    [pytest.param(c, n, id=f"{c}.{n}") for c, (_, methods, _) in OBJECTS.items() for n in methods],
+)
+@SETTINGS
+@given(data=st.data())
+def test_other_public_methods_raise_memci_errors_and_change_nothing(
+    cls_name: str, name: str, data: st.DataObject
+) -> None:
+    make, methods, state = OBJECTS[cls_name]
+    if name == "__init__":
+        cls = {"PageSearch": PageSearch, "TokenUsage": TokenUsage, "ExtractiveSummarizer": ExtractiveSummarizer}[
+            cls_name
+        ]
+        _called(cls, _kwargs(data, cls, methods[name]))
+        return
+    obj = make()
+    before = state(obj)
+    method = getattr(obj, name)
+    if _called(method, _kwargs(data, method, methods[name])):
+        assert state(obj) == before

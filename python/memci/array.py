@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, SupportsFloat, overload
 
 from memci import _core, ops, tokens
-from memci.errors import BatchError, InvalidMessageError, InvalidOperationError, repr_of
+from memci.errors import BatchError, InvalidMessageError, InvalidOperationError, repr_of, shown
 from memci.results import BatchSnapshot, OperationResult, Stats
 from memci.sanitize import SanitizeResult, ValidationResult, sanitize_store, validate_store
 from memci.usage import TokenUsage
@@ -272,7 +272,7 @@ class MessageArray:
         ``BatchError`` for any other index. O(k)."""
         index = ops.check_index("snapshot", "batch_index", batch_index)
         if index < 0:
-            raise BatchError(f"snapshot: batch {index} does not exist (batches are 0..={self.batch_index})")
+            raise BatchError(f"snapshot: batch {shown(index)} does not exist (batches are 0..={self.batch_index})")
         return BatchSnapshot(*self._store.snapshot(index))
 
     def stats(self) -> Stats:

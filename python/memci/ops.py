@@ -24,7 +24,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, NoReturn, SupportsIndex, TypeAlias, cast
 
-from memci.errors import BatchError, InvalidMessageError, InvalidOperationError, repr_of
+from memci.errors import BatchError, InvalidMessageError, InvalidOperationError, repr_of, shown
 from memci.tokens import DEFAULT_ENCODING
 
 __all__ = [
@@ -314,7 +314,7 @@ class Rollback:
         index = check_index(self.name, "batch_index", self.batch_index)
         if index < 0:
             # A batch that cannot exist, like snapshot(-1): the same error as one past the end.
-            raise BatchError(f"rollback: batch {index} does not exist (batch indices are >= 0)")
+            raise BatchError(f"rollback: batch {shown(index)} does not exist (batch indices are >= 0)")
         _set(self, "batch_index", index)
 
     def describe(self) -> str:

@@ -78,6 +78,10 @@ class PageSearch:
     def extend(self, items: Iterable[tuple[int, str]]) -> None:
         """:meth:`add` each ``(page_index, text)`` in order (all-or-nothing: every item is checked
         first); the texts are tokenized in parallel."""
+        if isinstance(items, str | bytes | dict) or not isinstance(items, Iterable):
+            raise InvalidOperationError(
+                f"items must be a list of (page_index, text) tuples, got {type(items).__name__}"
+            )
         checked = []
         for i, item in enumerate(items):
             if not isinstance(item, tuple) or len(item) != 2:

@@ -163,7 +163,7 @@ class ExtractiveSummarizer:
         self.page_chars = page_chars
 
     def summarize(self, page: Page) -> PageSummary:
-        messages = page.messages()
+        messages = _page_messages("ExtractiveSummarizer", page)
         # Twice the longest cut, and some: whitespace collapses, so a little more may be needed.
         within = 2 * max(self.entry_chars, self.page_chars) + 16
         lines = [_entry_line(said, calls, within) for said, calls in _core.entry_texts(messages)]
@@ -199,7 +199,7 @@ class CallableSummarizer:
         return out if self.max_chars is None else cut(out, self.max_chars)
 
     def summarize(self, page: Page) -> PageSummary:
-        messages = page.messages()
+        messages = _page_messages("CallableSummarizer", page)
         texts = _core.entry_texts(messages)
         tagged = [f"{m['role']}: {_entry_line(*text, None)}" for m, text in zip(messages, texts, strict=True)]
         entries = tuple(self._call(t) for t in tagged)
@@ -207,6 +207,13 @@ class CallableSummarizer:
 
     def __repr__(self) -> str:
         return f"CallableSummarizer({self.fn!r})"
+
+
+def _page_messages(where: str, page: object) -> list[dict[str, Any]]:
+    """The messages of ``page``, which must be a :class:`Page`."""
+    if not isinstance(page, Page):
+        raise SummaryError(f"{where}.summarize: page must be a memci.Page, got {type(page).__name__}")
+    return page.messages()
 
 
 def as_summarizer(value: Summarizer | Callable[[str], str] | None) -> Summarizer:

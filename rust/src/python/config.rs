@@ -16,8 +16,9 @@
 //!
 //! Every other argument a method takes from Python is converted here too, never by the argument
 //! extraction the binding generates (whose `OverflowError`, `UnicodeEncodeError` and `TypeError`
-//! are not of the `memci.MemciError` family): a str ([`string`], [`strings`]), a count or an index (any int,
-//! saturated: [`count`], [`index`]), a page index ([`page`]) and a time bound ([`seconds`]).
+//! are not of the `memci.MemciError` family): a str ([`string`], [`strings`]), a count (any int,
+//! saturated: [`count`]), an index ([`index`]: one beyond `i64` is out of range, as given), a page
+//! index ([`page`]) and a time bound ([`seconds`]).
 //! Values are shown short ([`shown`]): an int too long to print by its size, a long repr cut.
 
 use pyo3::prelude::*;
@@ -236,9 +237,10 @@ pub fn count(obj: &Bound<'_, PyAny>, place: &str) -> Result<usize, Error> {
     Ok(usize::MAX)
 }
 
-/// An index that may count from the end: any Python int, saturated to the `i64` range (out of
-/// range either way, and reported as such).
-pub fn index(obj: &Bound<'_, PyAny>, place: &str) -> Result<i64, Error> {
+/// An index that may count from the end: any Python int within `i64`. One beyond it is out of
+/// range for any array (none holds 2**63 messages or batches): refused with `beyond` (the
+/// position or batch error), the int shown as given.
+pub fn index(obj: &Bound<'_, PyAny>, place: &str, beyond: fn(String) -> Error) -> Result<i64, Error> {
     let refused = || Fault::kind("an int", obj.as_borrowed()).at(place);
     if obj.is_instance_of::<PyBool>() {
         return Err(refused());
@@ -246,8 +248,8 @@ pub fn index(obj: &Bound<'_, PyAny>, place: &str) -> Result<i64, Error> {
     if let Ok(v) = obj.extract::<i64>() {
         return Ok(v);
     }
-    let int = obj.cast::<PyInt>().map_err(|_| refused())?;
-    Ok(if int.lt(0).unwrap_or(false) { i64::MIN } else { i64::MAX })
+    obj.cast::<PyInt>().map_err(|_| refused())?;
+    Err(beyond(format!("{place}: {} is out of range", shown(obj))))
 }
 
 /// A page index: an int from 1 to `u64::MAX`; the fault names `place` and shows the value.
@@ -340,7 +342,7 @@ impl Described {
                     return Err(Error::message("message", "replace takes exactly one message dict").into());
                 }
                 Operation::Replace {
-                    index: index(&field("index")?, &place("index"))?,
+                    index: index(&field("index")?, &place("index"), Error::Position)?,
                     message,
                 }
             }
@@ -377,7 +379,7 @@ impl Described {
                 excludes: owned_strings(&field("content_excludes")?, &place("content_excludes"))?,
             }),
             "rollback" => Operation::Rollback {
-                batch_index: index(&field("batch_index")?, &place("batch_index"))?,
+                batch_index: index(&field("batch_index")?, &place("batch_index"), Error::Batch)?,
             },
             "checkpoint" => Operation::Checkpoint,
             "trim_to_tokens" => Operation::TrimToTokens(Budget {

@@ -136,7 +136,7 @@ impl MessageStore {
     }
 
     fn mark(&self, py: Python<'_>, index: &Bound<'_, PyAny>, tag: &Bound<'_, PyAny>) -> PyResult<()> {
-        let index = config::index(index, "mark: index")?;
+        let index = config::index(index, "mark: index", Error::Position)?;
         let tag = config::string(tag, "mark: tag")?;
         Ok(self.write(py).mark(index, &tag)?)
     }
@@ -152,7 +152,7 @@ impl MessageStore {
     }
 
     fn get<'py>(&self, py: Python<'py>, index: &Bound<'_, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let index = config::index(index, "getitem: index")?;
+        let index = config::index(index, "getitem: index", Error::Position)?;
         let store = self.read(py);
         let id = store.get(index)?;
         self.decoded.message(py, store.arena(), id)
@@ -279,7 +279,10 @@ impl MessageStore {
         py: Python<'py>,
         batch_index: &Bound<'_, PyAny>,
     ) -> PyResult<(usize, f64, Bound<'py, PyList>, usize, Option<String>)> {
-        let b = batch(config::index(batch_index, "snapshot: batch_index")?, "snapshot")?;
+        let b = batch(
+            config::index(batch_index, "snapshot: batch_index", Error::Batch)?,
+            "snapshot",
+        )?;
         let store = self.read(py);
         let (visible, timestamp, description) = store.snapshot(b)?;
         let count = visible.len();
