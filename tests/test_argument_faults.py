@@ -15,6 +15,7 @@ from memci import (
     BatchError,
     ContextSystem,
     DirectoryStorage,
+    InvalidMessageError,
     InvalidOperationError,
     MemciError,
     MemoryStorage,
@@ -23,7 +24,9 @@ from memci import (
     SqliteStorage,
     StateError,
     StorageError,
+    formats,
     ops,
+    sanitize_messages,
     tokens,
 )
 
@@ -271,6 +274,26 @@ def test_regression_huge_ints_saturate_where_they_mean_more_than_everything() ->
             "encoding_for_model: encoding is not valid Unicode",
         ),
         (lambda: MessageArray.from_json("\ud800"), StateError, "from_json: text is not valid Unicode"),
+        (
+            lambda: sanitize_messages([{"role": "\ud800", "content": "x"}]),
+            InvalidMessageError,
+            "messages[0].role: str is not valid Unicode (it holds a lone surrogate)",
+        ),
+        (
+            lambda: MessageArray([{"role": "x" * 100_000, "content": "x"}]),
+            InvalidMessageError,
+            f'messages[0].role: unknown role "{"x" * 80}"…: expected',
+        ),
+        (
+            lambda: tokens.count("x", "gpt" * 100_000),
+            InvalidOperationError,
+            f'count: encoding: unknown encoding "{("gpt" * 27)[:80]}"…: expected',
+        ),
+        (
+            lambda: formats.from_langchain([{"role": "user", "content": ({}, {})}]),
+            InvalidMessageError,
+            "messages: LangChain cannot read them: KeyError: 'type'",
+        ),
     ],
 )
 def test_regression_module_functions_refuse_hostile_arguments(

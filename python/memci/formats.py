@@ -606,7 +606,7 @@ def _langchain() -> Any:
 
 def _first_line(error: Exception) -> str:
     """The first line of an error from another library, cut to a readable length (surrogates escaped)."""
-    line = str(error).encode("utf-8", "backslashreplace").decode().split("\n", 1)[0]
+    line = f"{type(error).__name__}: {error}".encode("utf-8", "backslashreplace").decode().split("\n", 1)[0]
     return line if len(line) <= 200 else line[:200] + "…"
 
 
@@ -621,7 +621,7 @@ def to_langchain(messages: Iterable[Any]) -> list[BaseMessage]:
     lc = _langchain()
     try:
         return list(lc.convert_to_messages(items))
-    except (ValueError, TypeError, NotImplementedError) as e:  # LangChain's refusals (pydantic's too)
+    except (ValueError, TypeError, KeyError, NotImplementedError) as e:  # LangChain's refusals (pydantic's too)
         raise _fail("messages", f"LangChain cannot read them: {_first_line(e)}") from None
 
 
@@ -638,7 +638,7 @@ def from_langchain(messages: Iterable[BaseMessage]) -> list[Message]:
     objects = list(messages)
     try:
         out: list[Message] = lc.convert_to_openai_messages(objects)
-    except (ValueError, TypeError, NotImplementedError) as e:  # LangChain's refusals (pydantic's too)
+    except (ValueError, TypeError, KeyError, NotImplementedError) as e:  # LangChain's refusals (pydantic's too)
         raise _fail("messages", f"LangChain cannot read them: {_first_line(e)}") from None
     for m, obj in zip(out, objects, strict=len(out) == len(objects)):
         if m.get("role") == "assistant" and m.get("tool_calls") and m.get("content") == "":

@@ -14,7 +14,7 @@ use bpe_openai::Tokenizer;
 use rayon::prelude::*;
 
 use crate::core::bpe_tables;
-use crate::core::error::{Error, Result};
+use crate::core::error::{Error, Result, quoted};
 use crate::core::message::is_call_type;
 use crate::core::value::{Items, Value, ValueRef, write_value};
 
@@ -65,8 +65,6 @@ pub const IMAGE_LOW: u64 = 85;
 pub const IMAGE_HIGH: u64 = 765;
 /// LangChain's approximation: characters per token.
 const CHARS_PER_TOKEN: u64 = 4;
-/// An unknown encoding name longer than this is shown cut in the error.
-const SHOWN_NAME_CHARS: usize = 80;
 
 impl Encoding {
     pub const ALL: [Encoding; 3] = [Encoding::O200kBase, Encoding::Cl100kBase, Encoding::Approximate];
@@ -86,11 +84,7 @@ impl Encoding {
                 .max_by_key(|(model, _)| model.len())
         });
         by_model.map(|(_, e)| *e).ok_or_else(|| {
-            // A long name is shown cut: the error names it, it need not repeat it all.
-            let shown = match name.char_indices().nth(SHOWN_NAME_CHARS) {
-                Some((cut, _)) => format!("{:?}…", &name[..cut]),
-                None => format!("{name:?}"),
-            };
+            let shown = quoted(name);
             Error::InvalidOperation(format!(
                 "unknown encoding {shown}: expected o200k_base, cl100k_base, approximate or an OpenAI model name such as gpt-4o"
             ))
