@@ -8,7 +8,7 @@ batch snapshot carries.
 
 import builtins
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, final
+from typing import Any, SupportsFloat, final
 
 from memci.ops import Append, Checkpoint, Clear, Filter, Insert, Replace, Rollback, TrimToTokens, Truncate
 
@@ -74,8 +74,11 @@ class MessageStore:
     def count(self, role: str | None = None) -> int: ...
     def indices(self, role: str | None = None) -> bytearray:
         """Visible positions (of one role), as native-endian int64."""
-    def between(self, start: float | None, end: float | None, role: str | None = None) -> list[_Message]:
-        """Visible messages with start <= timestamp < end (None: unbounded)."""
+    def between(
+        self, start: SupportsFloat | None, end: SupportsFloat | None, role: str | None = None
+    ) -> list[_Message]:
+        """Visible messages with start <= timestamp < end (None: unbounded; an int beyond a float's
+        range is beyond every timestamp; NaN is refused)."""
     def marked(self, tag: str, role: str | None = None) -> list[_Message]: ...
     @property
     def batch_index(self) -> int: ...
@@ -190,7 +193,7 @@ def ranks_file(encoding: str) -> str:
 class SearchIndex:
     """BM25 over page texts (an inverted index); the GIL is released while it works."""
 
-    def __new__(cls, snippet_chars: int = 160) -> SearchIndex: ...
+    def __new__(cls, snippet_chars: int | None = None) -> SearchIndex: ...
     @property
     def snippet_chars(self) -> int: ...
     def __len__(self) -> int: ...

@@ -11,10 +11,10 @@ from __future__ import annotations
 import datetime as dt
 import numbers
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, SupportsFloat, overload
 
 from memci import _core, ops, tokens
-from memci.errors import BatchError, InvalidMessageError, InvalidOperationError
+from memci.errors import BatchError, InvalidMessageError, InvalidOperationError, repr_of, shown
 from memci.results import BatchSnapshot, OperationResult, Stats
 from memci.sanitize import SanitizeResult, ValidationResult, sanitize_store, validate_store
 from memci.usage import TokenUsage
@@ -251,13 +251,13 @@ class MessageArray:
         """Tag the message at visible ``index``. The tag belongs to the stored message, so it
         survives rollback; a replacement does not inherit it. O(1)."""
         if not isinstance(tag, str):
-            raise InvalidOperationError(f"mark: tag must be a str, got {tag!r}")
+            raise InvalidOperationError(f"mark: tag must be a str, got {repr_of(tag)}")
         self._store.mark(ops.check_index("mark", "index", index), str.__str__(tag))
 
     def marked(self, tag: str, role: str | None = None) -> list[Message]:
         """The visible messages (of ``role``) carrying ``tag``, in order. O(n)."""
         if not isinstance(tag, str):
-            raise InvalidOperationError(f"marked: tag must be a str, got {tag!r}")
+            raise InvalidOperationError(f"marked: tag must be a str, got {repr_of(tag)}")
         return self._store.marked(str.__str__(tag), role)
 
     # ---- batches ---------------------------------------------------------------------------------
@@ -272,7 +272,7 @@ class MessageArray:
         ``BatchError`` for any other index. O(k)."""
         index = ops.check_index("snapshot", "batch_index", batch_index)
         if index < 0:
-            raise BatchError(f"snapshot: batch {index} does not exist (batches are 0..={self.batch_index})")
+            raise BatchError(f"snapshot: batch {shown(index)} does not exist (batches are 0..={self.batch_index})")
         return BatchSnapshot(*self._store.snapshot(index))
 
     def stats(self) -> Stats:
@@ -368,7 +368,7 @@ def _tool_description(value: str | Message | None) -> Message | None:
     if value is None or isinstance(value, dict):
         if value is not None and value.get("role") not in ("system", "developer"):
             raise InvalidMessageError(
-                f"tool_description: role must be 'system' or 'developer', got {value.get('role')!r}",
+                f"tool_description: role must be 'system' or 'developer', got {repr_of(value.get('role'))}",
                 path="tool_description.role",
             )
         return value
@@ -380,11 +380,16 @@ def _tool_description(value: str | Message | None) -> Message | None:
     )
 
 
-def _epoch(field: str, value: object) -> float | None:
+def _epoch(field: str, value: object) -> SupportsFloat | None:
+    """A bound as epoch seconds for the store, which converts a number itself (an int too large
+    for a float is beyond every timestamp; NaN is refused)."""
     if value is None:
         return None
     if isinstance(value, dt.datetime):
-        return value.timestamp()  # a naive datetime is taken as local time
+        try:
+            return value.timestamp()  # a naive datetime is taken as local time
+        except (OverflowError, ValueError, OSError) as e:  # year 1 or 9999 at the edge of a time zone
+            raise InvalidOperationError(f"between: {field} {value} has no epoch time: {e}") from None
     if isinstance(value, numbers.Real) and not isinstance(value, bool):  # numpy numbers too
-        return float(value)
-    raise InvalidOperationError(f"between: {field} must be a number, a datetime or None, got {value!r}")
+        return value
+    raise InvalidOperationError(f"between: {field} must be a number, a datetime or None, got {repr_of(value)}")

@@ -96,8 +96,30 @@ def shown(value: object, limit: int = 60) -> str:
     """A short, safe rendering of a value the model wrote, for a refusal: never raises (an int too
     large to print, a lone surrogate, a container nested deep)."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 1024:
-        return f"an integer of {value.bit_length()} bits"  # printing one of 4,300 digits raises
+        sign = "a negative" if value < 0 else "an"
+        return f"{sign} integer of {value.bit_length()} bits"  # printing one of 4,300 digits raises
     if isinstance(value, str | int | float | bool) or value is None:
         text = repr(value)
         return text if len(text) <= limit else text[:limit] + "…"
     return f"a {type(value).__name__}"
+
+
+def repr_of(value: object, limit: int = 80) -> str:
+    """``repr(value)`` for an error message about an argument, never raising: cut to ``limit``
+    characters, and :func:`shown` when the repr itself fails (an int of over 4,300 digits anywhere
+    inside, a ``__repr__`` that raises)."""
+    try:
+        text = repr(value)
+    except Exception:  # whatever a repr raises, the error being reported matters more
+        return shown(value, limit)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def is_unicode(text: str) -> bool:
+    """Whether ``text`` has a UTF-8 form: it holds no lone surrogate (which a str may, and neither
+    JSON text, nor a store, nor an error message that shows it can carry)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -27,7 +27,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NotRequired, TypeAlias, TypedDict, cast
 
-from memci.errors import InvalidMessageError
+from memci.errors import InvalidMessageError, repr_of
 
 if TYPE_CHECKING:
     from anthropic.types import MessageParam, TextBlockParam, ToolParam
@@ -136,6 +136,8 @@ def _messages(messages: Iterable[Any], what: str, *, items: bool = False) -> lis
 
 def _parts(content: list[Any], path: str) -> Iterator[tuple[Any, Any, str]]:
     """Each part of a list content with its type (a bare string is a text part) and its place."""
+    if not isinstance(content, list | tuple):
+        raise _fail(path, f"must be a str, a list of parts or None, got {type(content).__name__}")
     for k, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else "text" if isinstance(part, str) else None
         yield part, kind, f"{path}[{k}]"
@@ -144,6 +146,8 @@ def _parts(content: list[Any], path: str) -> Iterator[tuple[Any, Any, str]]:
 def _text(block: Block | str, path: str) -> Block:
     if isinstance(block, str):
         return {"type": "text", "text": block}
+    if not isinstance(block, Mapping):
+        raise _fail(path, f"must be a text block (a dict) or a str, got {type(block).__name__}")
     text = block.get("text")
     if not isinstance(text, str):
         raise _fail(f"{path}.text", "a text block needs a str text")
@@ -195,7 +199,7 @@ def _parts_to_anthropic(content: Any, path: str) -> list[Block]:
         elif kind in _ANTHROPIC_BLOCKS:
             out.append(dict(part))
         else:
-            raise _fail(where, f"a {kind!r} part has no Anthropic equivalent")
+            raise _fail(where, f"a {repr_of(kind)} part has no Anthropic equivalent")
     return out
 
 
@@ -289,7 +293,7 @@ def to_anthropic(messages: Iterable[Any]) -> AnthropicRequest:
                 out.append({"role": "user", "content": results})
             results.append(_tool_result(m, path))
         else:
-            raise _fail(f"{path}.role", f"unknown role {role!r}")
+            raise _fail(f"{path}.role", f"unknown role {repr_of(role)}")
     request: dict[str, Any] = {"messages": out}
     if len(system) == 1 and isinstance(system[0][0].get("content"), str):
         request = {"system": system[0][0]["content"], "messages": out}
@@ -322,7 +326,7 @@ def _parts_to_openai(blocks: list[Any], path: str, *, images: bool) -> list[Bloc
         elif kind == "image":
             raise _fail(where, "an OpenAI tool message holds text only, not images")
         else:
-            raise _fail(where, f"a {kind!r} block has no OpenAI equivalent here")
+            raise _fail(where, f"a {repr_of(kind)} block has no OpenAI equivalent here")
     return out
 
 
@@ -365,7 +369,7 @@ def _assistant_to_openai(m: Message, path: str) -> Message:
             function = {"name": block.get("name"), "arguments": arguments}
             calls.append({"id": block.get("id"), "type": "function", "function": function})
         elif kind not in ("thinking", "redacted_thinking"):
-            raise _fail(where, f"a {kind!r} block has no OpenAI equivalent")
+            raise _fail(where, f"a {repr_of(kind)} block has no OpenAI equivalent")
     text: str | list[Block] | None = texts[0] if len(texts) == 1 else [{"type": "text", "text": t} for t in texts]
     if not texts:
         text = None if calls else ""
@@ -399,6 +403,8 @@ def to_openai(
     if isinstance(system, str):
         out.append({"role": "system", "content": system})
     elif system is not None:
+        if isinstance(system, bytes | bytearray | Mapping) or not isinstance(system, Iterable):
+            raise _fail("system", f"must be a str or a list of text blocks, got {type(system).__name__}")
         for k, block in enumerate(system):
             out.append({"role": "system", "content": _text(block, f"system[{k}]")["text"]})
     for i, m in enumerate(items):
@@ -411,7 +417,7 @@ def to_openai(
         elif role == "assistant":
             out.append(_assistant_to_openai(m, path))
         else:
-            raise _fail(f"{path}.role", f"unknown role {role!r}")
+            raise _fail(f"{path}.role", f"unknown role {repr_of(role)}")
     return cast("list[ChatMessage]", out)
 
 
@@ -448,7 +454,7 @@ def _input_parts(content: list[Any], path: str, *, assistant: bool) -> list[Bloc
         elif kind in _RESPONSES_PARTS:
             out.append(dict(part))  # already a Responses part
         else:
-            raise _fail(where, f"a {kind!r} part has no Responses API equivalent")
+            raise _fail(where, f"a {repr_of(kind)} part has no Responses API equivalent")
     return out
 
 
@@ -463,7 +469,7 @@ def _chat_to_items(m: Message, path: str, kinds: dict[str, str]) -> list[Message
         kind = kinds.get(call_id, "function_call") if isinstance(call_id, str) else "function_call"
         return [{"type": f"{kind}_output", "call_id": call_id, "output": output}]
     if role not in ("system", "developer", "user", "assistant"):
-        raise _fail(f"{path}.role", f"unknown role {role!r}")
+        raise _fail(f"{path}.role", f"unknown role {repr_of(role)}")
     out: list[Message] = []
     assistant = role == "assistant"
     if isinstance(content, list):
@@ -481,7 +487,7 @@ def _chat_to_items(m: Message, path: str, kinds: dict[str, str]) -> list[Message
     elif content is None and assistant and isinstance(m.get("refusal"), str):
         out.append({"role": role, "content": m["refusal"]})
     elif content is not None and not isinstance(content, str):
-        raise _fail(f"{path}.content", f"must be a str, a list of parts or None, got {type(content).__name__}")
+        raise _fail(path, f"must be a str, a list of parts or None, got {type(content).__name__}")
     for k, call in enumerate(m.get("tool_calls") or []):
         kind = "custom" if isinstance(call, dict) and call.get("type") == "custom" else "function"
         inner = call.get(kind) if isinstance(call, dict) else None
@@ -535,7 +541,7 @@ def _chat_parts(content: list[Any], path: str) -> list[Block]:
             fields = ("file_data", "file_id", "filename")
             out.append({"type": "file", "file": {k: part[k] for k in fields if part.get(k) is not None}})
         else:
-            raise _fail(where, f"a {kind!r} part has no chat equivalent")
+            raise _fail(where, f"a {repr_of(kind)} part has no chat equivalent")
     return out
 
 
@@ -595,7 +601,7 @@ def from_responses(items: Iterable[Any]) -> list[ChatMessage]:
         elif kind == "reasoning":
             continue
         else:
-            raise _fail(f"{path}.type", f"a {kind!r} item has no chat equivalent")
+            raise _fail(f"{path}.type", f"a {repr_of(kind)} item has no chat equivalent")
     return cast("list[ChatMessage]", out)
 
 
@@ -610,6 +616,12 @@ def _langchain() -> Any:
     return messages
 
 
+def _first_line(error: Exception) -> str:
+    """The first line of an error from another library, cut to a readable length (surrogates escaped)."""
+    line = f"{type(error).__name__}: {error}".encode("utf-8", "backslashreplace").decode().split("\n", 1)[0]
+    return line if len(line) <= 200 else line[:200] + "…"
+
+
 def to_langchain(messages: Iterable[Any]) -> list[BaseMessage]:
     """OpenAI-format messages as LangChain message objects (``SystemMessage``, ``HumanMessage``,
     ``AIMessage`` with parsed ``tool_calls``, ``ToolMessage``), by LangChain's own
@@ -618,7 +630,11 @@ def to_langchain(messages: Iterable[Any]) -> list[BaseMessage]:
     ``to_langchain(to_openai(...))``; for Responses items, ``to_langchain(from_responses(...))``.
     Needs ``langchain-core`` (``pip install 'memci[langchain]'``). O(n)."""
     items = _messages(messages, "to_langchain")
-    return list(_langchain().convert_to_messages(items))
+    lc = _langchain()
+    try:
+        return list(lc.convert_to_messages(items))
+    except (ValueError, TypeError, KeyError, NotImplementedError) as e:  # LangChain's refusals (pydantic's too)
+        raise _fail("messages", f"LangChain cannot read them: {_first_line(e)}") from None
 
 
 def from_langchain(messages: Iterable[BaseMessage]) -> list[Message]:
@@ -629,8 +645,13 @@ def from_langchain(messages: Iterable[BaseMessage]) -> list[Message]:
     message that only calls tools gets ``content`` None, as the OpenAI API sends it (LangChain writes
     ``""``). Needs ``langchain-core``. O(n)."""
     lc = _langchain()
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+        raise _fail("messages", f"from_langchain takes a list of LangChain messages, got {type(messages).__name__}")
     objects = list(messages)
-    out: list[Message] = lc.convert_to_openai_messages(objects)
+    try:
+        out: list[Message] = lc.convert_to_openai_messages(objects)
+    except (ValueError, TypeError, KeyError, NotImplementedError) as e:  # LangChain's refusals (pydantic's too)
+        raise _fail("messages", f"LangChain cannot read them: {_first_line(e)}") from None
     for m, obj in zip(out, objects, strict=len(out) == len(objects)):
         if m.get("role") == "assistant" and m.get("tool_calls") and m.get("content") == "":
             m["content"] = None

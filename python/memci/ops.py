@@ -20,10 +20,11 @@ from __future__ import annotations
 import dataclasses
 import operator
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, NoReturn, SupportsIndex, TypeAlias, cast
 
-from memci.errors import BatchError, InvalidMessageError, InvalidOperationError
+from memci.errors import BatchError, InvalidMessageError, InvalidOperationError, repr_of, shown
 from memci.tokens import DEFAULT_ENCODING
 
 __all__ = [
@@ -78,7 +79,7 @@ def check_index(op: str, field: str, value: object) -> int:
     """``value`` as an ``int`` (negative allowed; numpy integers too); ``bool`` is refused."""
     index = _as_int(value)
     if index is None:
-        _fail(op, f"{field} must be an int, got {value!r}")
+        _fail(op, f"{field} must be an int, got {repr_of(value)}")
     return index
 
 
@@ -86,7 +87,7 @@ def check_count(op: str, field: str, value: object) -> int:
     """``value`` as a non-negative ``int`` (an ``IntEnum`` comes back as a plain ``int``)."""
     count = _as_int(value)
     if count is None or count < 0:
-        _fail(op, f"{field} must be a non-negative int, got {value!r}")
+        _fail(op, f"{field} must be a non-negative int, got {repr_of(value)}")
     return count
 
 
@@ -99,10 +100,10 @@ def check_role(op: str, field: str, value: object) -> str:
     if type(value) is str and value in ROLES:
         return value
     if not isinstance(value, str):
-        _fail(op, f"{field} must be a str, got {value!r}")
+        _fail(op, f"{field} must be a str, got {repr_of(value)}")
     role = str.__str__(value)
     if role not in ROLES:
-        _fail(op, f"{field}: unknown role {role!r}; expected one of {', '.join(ROLES)}")
+        _fail(op, f"{field}: unknown role {repr_of(role)}; expected one of {', '.join(ROLES)}")
     return role
 
 
@@ -121,11 +122,11 @@ def _strings(op: str, field: str, value: object) -> tuple[str, ...] | None:
     if isinstance(value, str):
         return (str.__str__(value),)
     if not isinstance(value, Iterable) or isinstance(value, bytes | bytearray | Mapping):
-        _fail(op, f"{field} must be a list of str, got {value!r}")
+        _fail(op, f"{field} must be a list of str, got {repr_of(value)}")
     items = tuple(value)
     for i, item in enumerate(items):
         if not isinstance(item, str):
-            _fail(op, f"{field}[{i}] must be a str, got {item!r}")
+            _fail(op, f"{field}[{i}] must be a str, got {repr_of(item)}")
     return tuple(str.__str__(item) for item in items)
 
 
@@ -147,7 +148,7 @@ def _range(op: str, value: object) -> tuple[int, int] | None:
     elif isinstance(value, list | tuple) and len(value) == 2:
         start, end = value
     else:
-        _fail(op, f"range must be (start, end), [start, end] or {{'start': s, 'end': e}}, got {value!r}")
+        _fail(op, f"range must be (start, end), [start, end] or {{'start': s, 'end': e}}, got {repr_of(value)}")
     return check_count(op, "range.start", start), check_count(op, "range.end", end)
 
 
@@ -172,7 +173,11 @@ def _message(op: str, value: object) -> Message:
 
 
 def _describe(name: str, **fields: object) -> str:
-    parts = (f"{k}={list(v) if isinstance(v, tuple) and k != 'range' else v!r}" for k, v in fields.items())
+    # Whole reprs (a batch's description names its arguments), but never failing on an int too long to print.
+    parts = (
+        f"{k}={repr_of(list(v) if isinstance(v, tuple) and k != 'range' else v, limit=sys.maxsize)}"
+        for k, v in fields.items()
+    )
     return f"{name}({', '.join(parts)})"
 
 
@@ -270,7 +275,7 @@ class Clear:
 
     def __post_init__(self) -> None:
         if not isinstance(self.keep_system, bool):
-            _fail(self.name, f"keep_system must be a bool, got {self.keep_system!r}")
+            _fail(self.name, f"keep_system must be a bool, got {repr_of(self.keep_system)}")
 
     def describe(self) -> str:
         return _describe(self.name, keep_system=self.keep_system)
@@ -309,7 +314,7 @@ class Rollback:
         index = check_index(self.name, "batch_index", self.batch_index)
         if index < 0:
             # A batch that cannot exist, like snapshot(-1): the same error as one past the end.
-            raise BatchError(f"rollback: batch {index} does not exist (batch indices are >= 0)")
+            raise BatchError(f"rollback: batch {shown(index)} does not exist (batch indices are >= 0)")
         _set(self, "batch_index", index)
 
     def describe(self) -> str:
@@ -325,7 +330,7 @@ class Checkpoint:
 
     def __post_init__(self) -> None:
         if self.description is not None and not isinstance(self.description, str):
-            _fail(self.name, f"description must be a str or None, got {self.description!r}")
+            _fail(self.name, f"description must be a str or None, got {repr_of(self.description)}")
 
     def describe(self) -> str:
         return "checkpoint()" if self.description is None else str.__str__(self.description)
@@ -363,7 +368,7 @@ class TrimToTokens:
         _set(self, "max_tokens", check_count(self.name, "max_tokens", self.max_tokens))
         for flag in ("keep_system", "allow_partial"):
             if not isinstance(getattr(self, flag), bool):
-                _fail(self.name, f"{flag} must be a bool, got {getattr(self, flag)!r}")
+                _fail(self.name, f"{flag} must be a bool, got {repr_of(getattr(self, flag))}")
 
     def describe(self) -> str:
         return _describe(self.name, max_tokens=self.max_tokens, strategy=self.strategy)
@@ -417,7 +422,7 @@ def parse(op: Mapping[str, Any]) -> Operation:
         raise InvalidOperationError(f"an operation dict needs an 'operation' key, got keys {list(op)}")
     given_name = op["operation"]
     if not isinstance(given_name, str) or given_name.lower() not in _BY_NAME:
-        raise InvalidOperationError(f"unknown operation {given_name!r}; expected one of {', '.join(_BY_NAME)}")
+        raise InvalidOperationError(f"unknown operation {repr_of(given_name)}; expected one of {', '.join(_BY_NAME)}")
     name = given_name.lower()
     cls = _BY_NAME[name]
     items: list[tuple[object, object]] = []
@@ -426,7 +431,9 @@ def parse(op: Mapping[str, Any]) -> Operation:
             continue
         if isinstance(key, str) and _snake(key) == name:  # nested: {"truncate": {...}}
             if not isinstance(value, Mapping):
-                raise InvalidOperationError(f"{name}: {key!r} must be a dict of the operation's keys, got {value!r}")
+                raise InvalidOperationError(
+                    f"{name}: {repr_of(key)} must be a dict of the operation's keys, got {repr_of(value)}"
+                )
             items.extend(value.items())
         else:
             items.append((key, value))
@@ -435,9 +442,9 @@ def parse(op: Mapping[str, Any]) -> Operation:
     for raw, value in items:
         field = _ALIASES.get(_snake(raw), _snake(raw)) if isinstance(raw, str) else None
         if field is None or field not in fields:
-            raise InvalidOperationError(f"{name}: unknown key {raw!r}; expected {', '.join(fields) or 'none'}")
+            raise InvalidOperationError(f"{name}: unknown key {repr_of(raw)}; expected {', '.join(fields) or 'none'}")
         if field in kwargs:
-            raise InvalidOperationError(f"{name}: {field} is given twice (as {raw!r} and another spelling)")
+            raise InvalidOperationError(f"{name}: {field} is given twice (as {repr_of(raw)} and another spelling)")
         kwargs[field] = value
     missing = [f for f, spec in fields.items() if f not in kwargs and spec.default is dataclasses.MISSING]
     if missing:

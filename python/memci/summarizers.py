@@ -32,7 +32,7 @@ from memci.context.summary import (
     cut,
     entry_lines,
 )
-from memci.errors import SummaryError
+from memci.errors import SummaryError, repr_of
 
 __all__ = ["DEFAULT_PROMPT", "ModelSummarizer"]
 
@@ -82,7 +82,7 @@ def _field(value: Any, name: str) -> Any:
 
 def _positive(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SummaryError(f"ModelSummarizer: {name} must be an int >= 1, got {value!r}")
+        raise SummaryError(f"ModelSummarizer: {name} must be an int >= 1, got {repr_of(value)}")
     return value
 
 
@@ -139,16 +139,16 @@ class ModelSummarizer:
         fallback: Summarizer | Callable[[str], str] | None = None,
     ) -> None:
         if api not in ("chat", "responses"):
-            raise SummaryError(f"ModelSummarizer: api must be 'chat' or 'responses', got {api!r}")
+            raise SummaryError(f"ModelSummarizer: api must be 'chat' or 'responses', got {repr_of(api)}")
         if not callable(_create_of(client, api)):
             where = "chat.completions.create" if api == "chat" else "responses.create"
             raise SummaryError(f"ModelSummarizer: the client has no {where} (api={api!r})")
         if not isinstance(model, str) or not model:
-            raise SummaryError(f"ModelSummarizer: model must be a non-empty str, got {model!r}")
+            raise SummaryError(f"ModelSummarizer: model must be a non-empty str, got {repr_of(model)}")
         if not isinstance(prompt, str) or "{messages}" not in prompt:
             raise SummaryError("ModelSummarizer: prompt must be a str holding {messages}, where the page goes")
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
-            raise SummaryError(f"ModelSummarizer: timeout must be a number > 0 or None, got {timeout!r}")
+            raise SummaryError(f"ModelSummarizer: timeout must be a number > 0 or None, got {repr_of(timeout)}")
         self.client = client
         self.model = model
         self.prompt = prompt

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from memci import _core
-from memci.errors import InvalidOperationError
+from memci.errors import InvalidOperationError, repr_of
 
 __all__ = [
     "DEFAULT_ENCODING",
@@ -75,6 +75,8 @@ def count_batch(texts: Iterable[str], encoding: str = DEFAULT_ENCODING) -> list[
     """The tokens of each text, in order, counted on all cores with the GIL released."""
     if isinstance(texts, str):
         raise InvalidOperationError("count_batch: texts must be an iterable of str, not a str")
+    if isinstance(texts, bytes | bytearray) or not isinstance(texts, Iterable):
+        raise InvalidOperationError(f"count_batch: texts must be an iterable of str, got {type(texts).__name__}")
     items = list(texts)
     for i, text in enumerate(items):
         if not isinstance(text, str):
@@ -86,7 +88,7 @@ def counted(where: str, counter: Counter, message: Message) -> int:
     """``counter(message)``, checked to be an int >= 0."""
     value = counter(message)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidOperationError(f"{where}: the counter must return an int >= 0, got {value!r}")
+        raise InvalidOperationError(f"{where}: the counter must return an int >= 0, got {repr_of(value)}")
     return int(value)
 
 
@@ -123,11 +125,18 @@ def count_messages(
     the list is not empty. With ``counter``: the sum of ``counter(m)``, nothing added. O(total
     text), on all cores with the GIL released."""
     name, fn = resolve("count_messages", encoding, counter)
-    items = list(messages)
+    items = _message_list("count_messages", messages)
     if fn is not None:
         return sum(counted(f"count_messages: messages[{i}]", fn, m) for i, m in enumerate(items))
     counts = _core.count_message_list(items, name)
     return sum(counts) + (_core.reply_priming(name) if counts else 0)
+
+
+def _message_list(where: str, messages: object) -> list[Message]:
+    """``messages`` as a list: any iterable of messages but a single message, a str or bytes."""
+    if isinstance(messages, str | bytes | bytearray | dict) or not isinstance(messages, Iterable):
+        raise InvalidOperationError(f"{where}: messages must be a list of message dicts, got {type(messages).__name__}")
+    return list(messages)
 
 
 def approximate(message: Message) -> int:

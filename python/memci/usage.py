@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from memci.errors import InvalidOperationError
+from memci.errors import InvalidOperationError, repr_of
 
 __all__ = ["TokenUsage", "Usage", "UsageRecord"]
 
@@ -111,7 +111,7 @@ def _int(obj: object, name: str) -> int:
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidOperationError(f"usage: {name} must be an int >= 0 or None, got {value!r}")
+        raise InvalidOperationError(f"usage: {name} must be an int >= 0 or None, got {repr_of(value)}")
     return int(value)
 
 
@@ -146,7 +146,7 @@ class TokenUsage:
 
     def __init__(self, *, limit: int | None = None, batch: Callable[[], int] | None = None) -> None:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise InvalidOperationError(f"TokenUsage: limit must be an int >= 0 or None, got {limit!r}")
+            raise InvalidOperationError(f"TokenUsage: limit must be an int >= 0 or None, got {repr_of(limit)}")
         self._limit = limit
         self._batch = batch
         self._lock = threading.Lock()
@@ -158,7 +158,7 @@ class TokenUsage:
         normalised. ``batch_index`` overrides the tracker's own. O(1)."""
         normalised = Usage.of(usage)
         if model is not None and not isinstance(model, str):
-            raise InvalidOperationError(f"usage: model must be a str or None, got {model!r}")
+            raise InvalidOperationError(f"usage: model must be a str or None, got {repr_of(model)}")
         batch = batch_index if batch_index is not None else (self._batch() if self._batch else None)
         with self._lock:
             self._records.append(UsageRecord(normalised, batch, model, time.time()))

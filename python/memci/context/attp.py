@@ -17,6 +17,8 @@ import math
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
+from memci.errors import is_unicode
+
 __all__ = [
     "MAX_CALLS",
     "MAX_CODE",
@@ -202,7 +204,7 @@ def _not_json(value: object, depth: int = 0) -> str | None:
     if isinstance(value, int):
         return None if abs(value) <= MAX_INT else "holds an integer beyond ±2**63"
     if isinstance(value, str):
-        return None if _is_unicode(value) else "holds a lone surrogate, which is not text"
+        return None if is_unicode(value) else "holds a lone surrogate, which is not text"
     if isinstance(value, list | tuple):
         return next((p for p in (_not_json(v, depth + 1) for v in value) if p is not None), None)
     if isinstance(value, dict):
@@ -214,14 +216,6 @@ def _not_json(value: object, depth: int = 0) -> str | None:
                 return problem
         return None
     return f"is a {type(value).__name__}, which JSON cannot carry"
-
-
-def _is_unicode(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _toml_str(text: str) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-from memci.errors import InvalidOperationError
+from memci.errors import InvalidOperationError, repr_of
 
 __all__ = [
     "ArchiveChapter",
@@ -38,7 +38,7 @@ RULES: tuple[Rule, ...] = ("unrecalled", "unchanged", "lru", "cleared")
 
 def _count_arg(owner: str, name: str, value: object, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidOperationError(f"{owner}: {name} must be an int >= {minimum}, got {value!r}")
+        raise InvalidOperationError(f"{owner}: {name} must be an int >= {minimum}, got {repr_of(value)}")
     return value
 
 
@@ -65,7 +65,7 @@ class ArchivePolicy:
         for name in ("lru_trigger", "lru_floor"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
-                raise InvalidOperationError(f"ArchivePolicy: {name} must be a number in (0, 1], got {value!r}")
+                raise InvalidOperationError(f"ArchivePolicy: {name} must be a number in (0, 1], got {repr_of(value)}")
         if self.lru_floor > self.lru_trigger:
             raise InvalidOperationError(
                 f"ArchivePolicy: lru_floor ({self.lru_floor}) must not be above lru_trigger ({self.lru_trigger})"

@@ -29,7 +29,7 @@ from memci.context.attp import RESULT_HEADER as ATTP_RESULT_HEADER
 from memci.context.attp import RefusedError
 from memci.context.contents import PageListing
 from memci.context.page import Message, Page
-from memci.errors import InvalidOperationError, shown
+from memci.errors import InvalidOperationError, repr_of, shown
 
 __all__ = [
     "ATTP_RESULT_HEADER",
@@ -141,7 +141,7 @@ def tool_definitions(format: Format = "openai") -> list[dict[str, Any]] | str:  
         return [{"name": t.name, "description": t.description, "input_schema": _schema(t)} for t in _TOOLS]
     if format == "attp":
         return "# ===== Available tools =====\n\n" + "\n\n\n".join(map(_attp_signature, _TOOLS)) + "\n"
-    raise InvalidOperationError(f"tool_definitions: format must be one of {', '.join(FORMATS)}, got {format!r}")
+    raise InvalidOperationError(f"tool_definitions: format must be one of {', '.join(FORMATS)}, got {repr_of(format)}")
 
 
 def system_note(format: Format) -> str:

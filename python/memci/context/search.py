@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memci import _core
-from memci.errors import InvalidOperationError
+from memci.errors import InvalidOperationError, repr_of
 
 __all__ = ["PageSearch", "SearchHit", "message_texts", "page_text"]
 
@@ -38,7 +38,7 @@ class SearchHit:
 
 def _check_page_index(page_index: object) -> int:
     if type(page_index) is not int or not 1 <= page_index <= _MAX_INDEX:
-        raise InvalidOperationError(f"page_index must be a positive int below 2**64, got {page_index!r}")
+        raise InvalidOperationError(f"page_index must be a positive int below 2**64, got {repr_of(page_index)}")
     return page_index
 
 
@@ -60,7 +60,7 @@ class PageSearch:
 
     def __init__(self, *, snippet_chars: int = 160) -> None:
         if type(snippet_chars) is not int or snippet_chars < 1:
-            raise InvalidOperationError(f"snippet_chars must be a positive int, got {snippet_chars!r}")
+            raise InvalidOperationError(f"snippet_chars must be a positive int, got {repr_of(snippet_chars)}")
         self._index = _core.SearchIndex(snippet_chars)
 
     def __len__(self) -> int:
@@ -78,10 +78,14 @@ class PageSearch:
     def extend(self, items: Iterable[tuple[int, str]]) -> None:
         """:meth:`add` each ``(page_index, text)`` in order (all-or-nothing: every item is checked
         first); the texts are tokenized in parallel."""
+        if isinstance(items, str | bytes | dict) or not isinstance(items, Iterable):
+            raise InvalidOperationError(
+                f"items must be a list of (page_index, text) tuples, got {type(items).__name__}"
+            )
         checked = []
         for i, item in enumerate(items):
             if not isinstance(item, tuple) or len(item) != 2:
-                raise InvalidOperationError(f"items[{i}] must be a (page_index, text) tuple, got {item!r}")
+                raise InvalidOperationError(f"items[{i}] must be a (page_index, text) tuple, got {repr_of(item)}")
             checked.append((_check_page_index(item[0]), _check_text(item[1], f"items[{i}] text")))
         self._index.add_many(checked)
 
@@ -90,7 +94,7 @@ class PageSearch:
         share no term with the query are not returned. O(postings of the query's terms + k log k)."""
         _check_text(query, "query")
         if type(k) is not int or k < 0:
-            raise InvalidOperationError(f"k must be an int >= 0, got {k!r}")
+            raise InvalidOperationError(f"k must be an int >= 0, got {repr_of(k)}")
         return [SearchHit(page, score, snippet) for page, score, snippet in self._index.search(query, k)]
 
 

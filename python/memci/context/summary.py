@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from memci import _core
 from memci.context.page import Page
-from memci.errors import SummaryError
+from memci.errors import SummaryError, repr_of
 
 __all__ = [
     "CallableSummarizer",
@@ -228,12 +228,12 @@ class ExtractiveSummarizer:
     def __init__(self, entry_chars: int = 100, page_chars: int = 80) -> None:
         for name, value in (("entry_chars", entry_chars), ("page_chars", page_chars)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SummaryError(f"ExtractiveSummarizer: {name} must be an int >= 1, got {value!r}")
+                raise SummaryError(f"ExtractiveSummarizer: {name} must be an int >= 1, got {repr_of(value)}")
         self.entry_chars = entry_chars
         self.page_chars = page_chars
 
     def summarize(self, page: Page) -> PageSummary:
-        messages = page.messages()
+        messages = _page_messages("ExtractiveSummarizer", page)
         roles = [e.role for e in page.entries]
         # Twice the longest cut, and some: whitespace collapses, so a little more may be needed.
         within = 2 * max(self.entry_chars, self.page_chars) + 16
@@ -273,13 +273,21 @@ class CallableSummarizer:
         return out if self.max_chars is None else cut(out, self.max_chars)
 
     def summarize(self, page: Page) -> PageSummary:
+        messages = _page_messages("CallableSummarizer", page)
         roles = [e.role for e in page.entries]
-        tagged = [f"{role}: {line}" for role, line in zip(roles, entry_lines(page.messages()), strict=True)]
+        tagged = [f"{role}: {line}" for role, line in zip(roles, entry_lines(messages), strict=True)]
         entries = tuple(self._call(t) for t in tagged)
         return PageSummary(self._call("\n".join(tagged)), entries)
 
     def __repr__(self) -> str:
         return f"CallableSummarizer({self.fn!r})"
+
+
+def _page_messages(where: str, page: object) -> list[dict[str, Any]]:
+    """The messages of ``page``, which must be a :class:`Page`."""
+    if not isinstance(page, Page):
+        raise SummaryError(f"{where}.summarize: page must be a memci.Page, got {type(page).__name__}")
+    return page.messages()
 
 
 def as_summarizer(value: Summarizer | Callable[[str], str] | None) -> Summarizer:

@@ -46,6 +46,7 @@ from memci.errors import (
     InvalidOperationError,
     PageError,
     StateError,
+    repr_of,
     shown,
 )
 from memci.sanitize import sanitize_messages
@@ -128,7 +129,7 @@ def _system_message(prompt: str | Message | None) -> Message | None:
     if isinstance(prompt, dict):
         if prompt.get("role") not in ("system", "developer"):
             raise InvalidMessageError(
-                f"system_prompt: role must be 'system' or 'developer', got {prompt.get('role')!r}",
+                f"system_prompt: role must be 'system' or 'developer', got {repr_of(prompt.get('role'))}",
                 path="system_prompt.role",
             )
         return prompt
@@ -154,7 +155,7 @@ def _storage(storage: object) -> Storage:
 
 def _positive(name: str, value: object, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidOperationError(f"ContextSystem: {name} must be an int >= {minimum}, got {value!r}")
+        raise InvalidOperationError(f"ContextSystem: {name} must be an int >= {minimum}, got {repr_of(value)}")
     return value
 
 
@@ -206,7 +207,7 @@ class ContextSystem:
             tools = "openai"
         if tools not in recall.FORMATS:
             raise InvalidOperationError(
-                f"ContextSystem: tools must be one of {', '.join(recall.FORMATS)}, got {tools!r}"
+                f"ContextSystem: tools must be one of {', '.join(recall.FORMATS)}, got {repr_of(tools)}"
             )
         if policy is None:
             policy = ArchivePolicy()
@@ -631,7 +632,7 @@ class ContextSystem:
         """The ``limit`` most recently archived pages on the contents page, newest first, with
         their recall counts and the rounds since each was last recalled (or archived)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise InvalidOperationError(f"list_pages: limit must be an int >= 0, got {limit!r}")
+            raise InvalidOperationError(f"list_pages: limit must be an int >= 0, got {repr_of(limit)}")
         with self._lock:
             return self._archive.listing(self._round, limit)
 
@@ -657,7 +658,7 @@ class ContextSystem:
         listing (text) alone. Fresh dicts each call. O(tools)."""
         if format not in recall.FORMATS:
             raise InvalidOperationError(
-                f"tool_definitions: format must be one of {', '.join(recall.FORMATS)}, got {format!r}"
+                f"tool_definitions: format must be one of {', '.join(recall.FORMATS)}, got {repr_of(format)}"
             )
         definitions = recall.tool_definitions(format)
         if isinstance(definitions, str):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NoReturn, Self, TypeVar
 
-from memci.errors import ConflictError, StorageError, shown
+from memci.errors import ConflictError, StorageError, is_unicode, repr_of, shown
 
 __all__ = [
     "PAGE_FIELDS",
@@ -88,7 +88,7 @@ def _check_json(value: Any, path: str, where: str, depth: int = 0) -> None:
         return
     if kind is float or (isinstance(value, float) and kind is not bool):
         if not math.isfinite(value):
-            raise StorageError(f"{where}: {path} is {value!r}, which JSON cannot hold", where)
+            raise StorageError(f"{where}: {path} is {repr_of(value)}, which JSON cannot hold", where)
         return
     if depth >= MAX_DEPTH:
         raise StorageError(f"{where}: {path} is nested more than {MAX_DEPTH} deep (a container holding itself?)", where)
@@ -156,14 +156,40 @@ def _state_problem(state: Any) -> str | None:
 
 def _encode(document: Any, where: str, problem: str | None) -> str:
     """The JSON text of a page or state whose shape ``problem`` was checked: refuse it if there was
-    one, or if any value inside it is not JSON."""
+    one, or if any value inside it is not JSON, or any str not Unicode (a lone surrogate)."""
     if problem is not None:
         raise StorageError(f"{where}: {problem}", where)
     for key, value in document.items():
         if type(key) is not str:
             raise StorageError(f"{where}: has a key {shown(key)} that is not a string", where)
         _check_json(value, key, where)
-    return _dumps(document)
+    text = _dumps(document)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")  # the stores write UTF-8: the one pass over the text that finds a surrogate
+        except UnicodeEncodeError:
+            path = _surrogate_path(document, "")
+            raise StorageError(f"{where}: {path} holds a lone surrogate, which is not Unicode", where) from None
+    return text
+
+
+def _surrogate_path(value: Any, path: str) -> str:
+    """Where in a checked JSON value a str (or a key) holds a lone surrogate."""
+    if isinstance(value, str):
+        return path if not is_unicode(value) else ""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list | tuple) else ()
+    for key, item in items:
+        # A key is shown with its surrogates escaped: the error's own text must be Unicode.
+        if isinstance(key, str):
+            inner = f"{path}.{key.encode('utf-8', 'backslashreplace').decode()}"
+        else:
+            inner = f"{path}[{key}]"
+        if isinstance(key, str) and not is_unicode(key):
+            return f"{inner.lstrip('.')} (a key)"
+        found = _surrogate_path(item, inner)
+        if found:
+            return found.lstrip(".")
+    return ""
 
 
 def _decode(text: str | bytes, where: Callable[[], str], shape: Callable[[Any], str | None]) -> dict[str, Any]:
@@ -280,6 +306,8 @@ def commit_of(state: Any, pages: Iterable[Any]) -> Commit:
     text = encode_state(state)
     pages_through = state.get("pages_through", 0)
     forgotten_through = state.get("forgotten_through", 0)
+    if isinstance(pages, str | bytes | dict) or not isinstance(pages, Iterable):
+        raise StorageError(f"state: pages must be a list of pages, got {type(pages).__name__}", "pages")
     encoded = []
     for page in pages:
         index = check_index(page.get("index") if type(page) is dict else None)

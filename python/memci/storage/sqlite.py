@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
-from memci.errors import StorageError
+from memci.errors import StorageError, is_unicode, repr_of
 from memci.storage.json_store import Commit, JsonStore
 
 __all__ = ["SCHEMA_VERSION", "SqliteStorage", "check_options", "connection_uri", "place_in", "state_row", "stored_text"]
@@ -83,9 +83,9 @@ T = TypeVar("T")
 def check_options(path: str | os.PathLike[str], namespace: object, synchronous: object) -> None:
     """:class:`StorageError` naming the option if ``namespace`` or ``synchronous`` is not one."""
     if synchronous not in ("FULL", "NORMAL"):
-        raise StorageError(f"synchronous must be 'FULL' or 'NORMAL', got {synchronous!r}", str(path))
-    if not isinstance(namespace, str) or not _encodable(namespace):
-        raise StorageError(f"namespace must be a str, got {namespace!r}", "namespace")
+        raise StorageError(f"synchronous must be 'FULL' or 'NORMAL', got {repr_of(synchronous)}", str(path))
+    if not isinstance(namespace, str) or not is_unicode(namespace):
+        raise StorageError(f"namespace must be a str, got {repr_of(namespace)}", "namespace")
 
 
 def connection_uri(path: Path, read_only: bool) -> str:
@@ -307,14 +307,6 @@ class SqliteStorage(JsonStore):
         self._writable()
         with self._errors("cannot checkpoint"):
             self._locked(lambda: self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def place_in(path: Path, namespace: str, index: int | None) -> str:

@@ -38,3 +38,15 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// Longer texts are cut to this many characters where an error quotes them.
+const QUOTED_CHARS: usize = 80;
+
+/// `text` quoted for an error (`"bot"`), cut with `…` when longer than 80 characters: an error
+/// names what was given, it need not repeat a megabyte of it.
+pub fn quoted(text: &str) -> String {
+    match text.char_indices().nth(QUOTED_CHARS) {
+        Some((cut, _)) => format!("{:?}…", &text[..cut]),
+        None => format!("{text:?}"),
+    }
+}

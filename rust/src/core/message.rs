@@ -1,6 +1,7 @@
 //! The rules a message must satisfy to be stored (see `docs/message-array.md`), checked on its
 //! encoding, and the facts the store keeps beside it.
 
+use crate::core::error::quoted;
 use crate::core::roles::Role;
 use crate::core::value::{Items, Value, ValueRef};
 
@@ -159,7 +160,10 @@ fn parse_role(value: ValueRef<'_>) -> Result<Role, Broken> {
     Role::parse(s).ok_or_else(|| {
         broken(
             ".role",
-            format!("unknown role {s:?}: expected system, developer, user, assistant or tool"),
+            format!(
+                "unknown role {}: expected system, developer, user, assistant or tool",
+                quoted(s)
+            ),
         )
     })
 }

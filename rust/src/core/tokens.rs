@@ -14,7 +14,7 @@ use bpe_openai::Tokenizer;
 use rayon::prelude::*;
 
 use crate::core::bpe_tables;
-use crate::core::error::{Error, Result};
+use crate::core::error::{Error, Result, quoted};
 use crate::core::message::is_call_type;
 use crate::core::value::{Items, Value, ValueRef, write_value};
 
@@ -84,8 +84,9 @@ impl Encoding {
                 .max_by_key(|(model, _)| model.len())
         });
         by_model.map(|(_, e)| *e).ok_or_else(|| {
+            let shown = quoted(name);
             Error::InvalidOperation(format!(
-                "unknown encoding {name:?}: expected o200k_base, cl100k_base, approximate or an OpenAI model name such as gpt-4o"
+                "unknown encoding {shown}: expected o200k_base, cl100k_base, approximate or an OpenAI model name such as gpt-4o"
             ))
         })
     }

@@ -11,8 +11,30 @@
 //! - `LIST`, `DICT`: a varint item count and a `u32` byte length of the items; a dict item is a
 //!   key (one byte: a well-known key's code, or `INLINE_KEY`, a varint length and the bytes)
 //!   followed by its value.
+//!
+//! One encoded value is at most [`MAX_VALUE_BYTES`] (4 GiB - 1): container lengths, and the
+//! arena's spans, are 32-bit. [`read_within`] refuses a larger one before anything reads it.
 
 use serde_json::Value as Json;
+
+/// The largest encoding of one value (a message): its container lengths and the arena's spans
+/// are `u32`, so a larger value could not be read back.
+pub const MAX_VALUE_BYTES: usize = u32::MAX as usize;
+
+/// The value encoded at the start of `bytes`, which must be its whole encoding, if that is at
+/// most `limit` bytes ([`MAX_VALUE_BYTES`] but in tests); otherwise what is wrong, in words
+/// ("is 5000000000 bytes once encoded, over the limit of ..."). Checked before the value is read,
+/// so a length that saturated on the way in ([`Encoder::close`]) is never used.
+pub fn read_within(bytes: &[u8], limit: usize) -> Result<ValueRef<'_>, String> {
+    if bytes.len() > limit {
+        let named = if limit == MAX_VALUE_BYTES { " (4 GiB - 1)" } else { "" };
+        return Err(format!(
+            "is {} bytes once encoded, over the limit of {limit} bytes{named} on one message",
+            bytes.len()
+        ));
+    }
+    Ok(ValueRef::new(bytes))
+}
 
 const NULL: u8 = 0;
 const FALSE: u8 = 1;
@@ -132,8 +154,10 @@ impl<'a> Encoder<'a> {
         self.open(DICT, count)
     }
 
+    /// Fill in the byte length of a container. A length over `u32::MAX` is written as
+    /// `u32::MAX` (it never wraps to a small one); [`read_within`] refuses such a value.
     pub fn close(&mut self, open: Open) {
-        let len = (self.buf.len() - open.0 - 4) as u32;
+        let len = u32::try_from(self.buf.len() - open.0 - 4).unwrap_or(u32::MAX);
         self.buf[open.0..open.0 + 4].copy_from_slice(&len.to_le_bytes());
     }
 
@@ -535,6 +559,20 @@ mod tests {
         assert!(matches!(list[3], Value::Str("你好")));
         assert!(matches!(v.field("ok").unwrap().get(), Value::Bool(true)));
         assert!(v.field("missing").is_none());
+    }
+
+    #[test]
+    fn a_value_over_4_gib_is_refused_before_it_is_read() {
+        // Zeroed memory is mapped lazily: these 4 GiB are never touched.
+        let huge = vec![0u8; MAX_VALUE_BYTES + 1];
+        let err = read_within(&huge, MAX_VALUE_BYTES).unwrap_err();
+        assert_eq!(
+            err,
+            "is 4294967296 bytes once encoded, over the limit of 4294967295 bytes (4 GiB - 1) on one message"
+        );
+        let buf = sample();
+        assert!(read_within(&buf, buf.len()).is_ok());
+        assert!(read_within(&buf, buf.len() - 1).is_err());
     }
 
     #[test]

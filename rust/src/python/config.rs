@@ -11,11 +11,19 @@
 //! - `{place} must be a str, got {value!r}`;
 //! - `{place}: unknown role 'bot'; expected one of system, developer, user, assistant, tool`;
 //! - `{place}: unknown encoding "nope": expected o200k_base, cl100k_base, approximate or ...`;
-//! - `{place} must be 'first' or 'last', got {value!r}`.
+//! - `{place} must be 'first' or 'last', got {value!r}`;
+//! - `{place} is not valid Unicode: it holds a lone surrogate at index 3`.
+//!
+//! Every other argument a method takes from Python is converted here too, never by the argument
+//! extraction the binding generates (whose `OverflowError`, `UnicodeEncodeError` and `TypeError`
+//! are not of the `memci.MemciError` family): a str ([`string`], [`strings`]), a count (any int,
+//! saturated: [`count`]), an index ([`index`]: one beyond `i64` is out of range, as given), a page
+//! index ([`page`]) and a time bound ([`seconds`]).
+//! Values are shown short ([`shown`]): an int too long to print by its size, a long repr cut.
 
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
-use pyo3::types::{PyBool, PyInt, PyString};
+use pyo3::types::{PyBool, PyInt, PyList, PyString, PyTuple};
 
 use crate::core::config::{Budget, Conditions, Cuts, Encoding, Role, Roles, Strategy};
 use crate::core::error::Error;
@@ -29,6 +37,8 @@ pub enum Fault {
     Kind { expected: &'static str, got: String },
     /// The value is of the right kind but not a known one.
     Unknown(String),
+    /// A str holding a lone surrogate at this index (it has no UTF-8 form).
+    NotUnicode(usize),
 }
 
 impl Fault {
@@ -37,13 +47,16 @@ impl Fault {
         Error::InvalidOperation(match self {
             Fault::Kind { expected, got } => format!("{place} must be {expected}, got {got}"),
             Fault::Unknown(text) => format!("{place}: {text}"),
+            Fault::NotUnicode(at) => {
+                format!("{place} is not valid Unicode: it holds a lone surrogate at index {at}")
+            }
         })
     }
 
     fn kind(expected: &'static str, obj: Borrowed<'_, '_, PyAny>) -> Self {
         Fault::Kind {
             expected,
-            got: repr(&obj),
+            got: shown(&obj),
         }
     }
 }
@@ -54,9 +67,28 @@ impl From<Fault> for PyErr {
     }
 }
 
-/// `repr(obj)`, or `"?"` if its `__repr__` raises.
-fn repr(obj: &Bound<'_, PyAny>) -> String {
-    obj.repr().map_or_else(|_| "?".into(), |r| r.to_string())
+/// Longer reprs are cut to this many characters in an error.
+const SHOWN_CHARS: usize = 80;
+
+/// `repr(obj)` for an error, never failing: an int too long to print (Python refuses over
+/// 4,300 digits) as its size in bits, a repr over [`SHOWN_CHARS`] cut with `…`, `"?"` if its
+/// `__repr__` raises.
+pub fn shown(obj: &Bound<'_, PyAny>) -> String {
+    if let Ok(int) = obj.cast::<PyInt>()
+        && !obj.is_instance_of::<PyBool>()
+        && let Ok(bits) = int.call_method0("bit_length").and_then(|b| b.extract::<u64>())
+        && bits > 1024
+    {
+        let sign = if int.lt(0).unwrap_or(false) { "a negative" } else { "an" };
+        return format!("{sign} integer of {bits} bits");
+    }
+    let text = obj
+        .repr()
+        .map_or_else(|_| "?".into(), |r| r.to_string_lossy().into_owned());
+    match text.char_indices().nth(SHOWN_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
 }
 
 /// `obj` as a `T`, a fault named by `place`.
@@ -75,12 +107,42 @@ where
     obj.filter(|o| !o.is_none()).map(|o| named(o, place)).transpose()
 }
 
-/// The text of a str (a `StrEnum` member too), or the fault for anything else.
+/// The text of a str (a `StrEnum` member too), or the fault for anything else (a str holding a
+/// lone surrogate too, which has no UTF-8 text).
 fn text(obj: Borrowed<'_, '_, PyAny>) -> Result<PyBackedStr, Fault> {
-    obj.cast::<PyString>()
-        .ok()
-        .and_then(|s| PyBackedStr::try_from(s.to_owned()).ok())
-        .ok_or_else(|| Fault::kind("a str", obj))
+    let s = obj.cast::<PyString>().map_err(|_| Fault::kind("a str", obj))?;
+    PyBackedStr::try_from(s.to_owned()).map_err(|err| {
+        let at = err.value(obj.py()).getattr("start").and_then(|a| a.extract::<usize>());
+        Fault::NotUnicode(at.unwrap_or(0))
+    })
+}
+
+/// A str argument's text, the fault named by `place` (not a str; a lone surrogate).
+pub fn string(obj: &Bound<'_, PyAny>, place: &str) -> Result<PyBackedStr, Error> {
+    text(obj.as_borrowed()).map_err(|fault| fault.at(place))
+}
+
+/// A list or tuple of str (a bare str is a list of one; None: not given), each item named
+/// `{place}[i]`.
+pub fn strings(obj: &Bound<'_, PyAny>, place: &str) -> Result<Vec<PyBackedStr>, Error> {
+    if obj.is_none() {
+        return Ok(Vec::new());
+    }
+    if obj.is_instance_of::<PyString>() {
+        return Ok(vec![string(obj, place)?]);
+    }
+    let items: Vec<Bound<'_, PyAny>> = if let Ok(list) = obj.cast::<PyList>() {
+        list.iter().collect()
+    } else if let Ok(tuple) = obj.cast::<PyTuple>() {
+        tuple.iter().collect()
+    } else {
+        return Err(Fault::kind("a list of str", obj.as_borrowed()).at(place));
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| string(item, &format!("{place}[{i}]")))
+        .collect()
 }
 
 /// The roles, as Python lists them.
@@ -93,7 +155,7 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Role {
         let name = text(obj)?;
         Role::parse(&name).ok_or_else(|| {
             // The repr of the plain str, as Python shows it (a StrEnum member's value too).
-            let shown = repr(&PyString::new(obj.py(), &name));
+            let shown = shown(&PyString::new(obj.py(), &name));
             Fault::Unknown(format!("unknown role {shown}; expected one of {ROLE_NAMES}"))
         })
     }
@@ -175,9 +237,10 @@ pub fn count(obj: &Bound<'_, PyAny>, place: &str) -> Result<usize, Error> {
     Ok(usize::MAX)
 }
 
-/// An index that may count from the end: any Python int, saturated to the `i64` range (out of
-/// range either way, and reported as such).
-pub fn index(obj: &Bound<'_, PyAny>, place: &str) -> Result<i64, Error> {
+/// An index that may count from the end: any Python int within `i64`. One beyond it is out of
+/// range for any array (none holds 2**63 messages or batches): refused with `beyond` (the
+/// position or batch error), the int shown as given.
+pub fn index(obj: &Bound<'_, PyAny>, place: &str, beyond: fn(String) -> Error) -> Result<i64, Error> {
     let refused = || Fault::kind("an int", obj.as_borrowed()).at(place);
     if obj.is_instance_of::<PyBool>() {
         return Err(refused());
@@ -185,8 +248,49 @@ pub fn index(obj: &Bound<'_, PyAny>, place: &str) -> Result<i64, Error> {
     if let Ok(v) = obj.extract::<i64>() {
         return Ok(v);
     }
-    let int = obj.cast::<PyInt>().map_err(|_| refused())?;
-    Ok(if int.lt(0).unwrap_or(false) { i64::MIN } else { i64::MAX })
+    obj.cast::<PyInt>().map_err(|_| refused())?;
+    Err(beyond(format!("{place}: {} is out of range", shown(obj))))
+}
+
+/// A page index: an int from 1 to `u64::MAX`; the fault names `place` and shows the value.
+pub fn page(obj: &Bound<'_, PyAny>, place: &str) -> Result<u64, Error> {
+    if !obj.is_instance_of::<PyBool>()
+        && let Ok(v) = obj.extract::<u64>()
+        && v >= 1
+    {
+        return Ok(v);
+    }
+    if obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>() {
+        return Err(Error::InvalidOperation(format!(
+            "{place}: page {} does not exist: page indices are 1 to 2**64 - 1",
+            shown(obj)
+        )));
+    }
+    Err(Fault::kind("an int", obj.as_borrowed()).at(place))
+}
+
+/// A time bound in epoch seconds: any real number but NaN (an int too large for a float is
+/// the infinity of its sign, beyond every timestamp); None: unbounded.
+pub fn seconds(obj: Option<&Bound<'_, PyAny>>, place: &str) -> Result<Option<f64>, Error> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(None);
+    };
+    let refused = || Fault::kind("a number of seconds or None", obj.as_borrowed()).at(place);
+    if obj.is_instance_of::<PyBool>() {
+        return Err(refused());
+    }
+    match obj.extract::<f64>() {
+        Ok(v) if v.is_nan() => Err(refused()),
+        Ok(v) => Ok(Some(v)),
+        Err(_) => {
+            let int = obj.cast::<PyInt>().map_err(|_| refused())?;
+            Ok(Some(if int.lt(0).unwrap_or(false) {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            }))
+        }
+    }
 }
 
 /// A bool field.
@@ -196,20 +300,9 @@ fn flag(obj: &Bound<'_, PyAny>, place: &str) -> Result<bool, Error> {
         .map_err(|_| Fault::kind("a bool", obj.as_borrowed()).at(place))
 }
 
-/// A list of str (a bare str is a list of one; None: not given).
-fn strings(obj: &Bound<'_, PyAny>, place: &str) -> Result<Vec<String>, Error> {
-    if obj.is_none() {
-        return Ok(Vec::new());
-    }
-    if let Ok(s) = obj.cast::<PyString>() {
-        return Ok(vec![
-            s.to_cow()
-                .map_err(|e| Error::InvalidOperation(format!("{place}: {e}")))?
-                .into_owned(),
-        ]);
-    }
-    obj.extract::<Vec<String>>()
-        .map_err(|_| Fault::kind("a list of str", obj.as_borrowed()).at(place))
+/// A list of str as owned strings (see [`strings`]).
+fn owned_strings(obj: &Bound<'_, PyAny>, place: &str) -> Result<Vec<String>, Error> {
+    Ok(strings(obj, place)?.iter().map(|s| String::from(&**s)).collect())
 }
 
 /// An operation config of `memci.ops`, read from its attributes (its `name` says which it is).
@@ -249,7 +342,7 @@ impl Described {
                     return Err(Error::message("message", "replace takes exactly one message dict").into());
                 }
                 Operation::Replace {
-                    index: index(&field("index")?, &place("index"))?,
+                    index: index(&field("index")?, &place("index"), Error::Position)?,
                     message,
                 }
             }
@@ -282,11 +375,11 @@ impl Described {
             },
             "filter" => Operation::Filter(Conditions {
                 roles: roles(Some(&field("roles")?), &place("roles"), false)?,
-                contains: strings(&field("content_contains")?, &place("content_contains"))?,
-                excludes: strings(&field("content_excludes")?, &place("content_excludes"))?,
+                contains: owned_strings(&field("content_contains")?, &place("content_contains"))?,
+                excludes: owned_strings(&field("content_excludes")?, &place("content_excludes"))?,
             }),
             "rollback" => Operation::Rollback {
-                batch_index: index(&field("batch_index")?, &place("batch_index"))?,
+                batch_index: index(&field("batch_index")?, &place("batch_index"), Error::Batch)?,
             },
             "checkpoint" => Operation::Checkpoint,
             "trim_to_tokens" => Operation::TrimToTokens(Budget {
@@ -302,7 +395,7 @@ impl Described {
                 return Err(Error::InvalidOperation(format!("{other}: not an operation the store runs")).into());
             }
         };
-        let description = op.call_method0("describe")?.extract()?;
+        let description = String::from(&*string(&op.call_method0("describe")?, &place("description"))?);
         Ok(Self { operation, description })
     }
 }

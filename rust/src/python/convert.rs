@@ -15,7 +15,7 @@ use crate::core::error::Error;
 use std::ops::Range;
 
 use crate::core::store::Incoming;
-use crate::core::value::{Encoder, Value, ValueRef, WELL_KNOWN_KEYS};
+use crate::core::value::{Encoder, MAX_VALUE_BYTES, Value, ValueRef, WELL_KNOWN_KEYS, read_within};
 
 /// Deeper than this is refused: it also stops a self-containing list from recursing forever.
 const MAX_DEPTH: usize = 128;
@@ -208,10 +208,13 @@ pub fn add_message(obj: &Bound<'_, PyAny>, incoming: &mut Incoming, path: &dyn F
     incoming.finish(start, path)
 }
 
-/// Encode any JSON value into `buf` without the message rules (for counting); `path` names it
-/// in errors (`messages[3]`).
+/// Encode any JSON value at the end of `buf` without the message rules (for counting); `path`
+/// names it in errors (`messages[3]`). A value over [`MAX_VALUE_BYTES`] encoded is refused.
 pub fn encode_value(obj: &Bound<'_, PyAny>, buf: &mut Vec<u8>, path: &str) -> Result<(), Error> {
-    encode(obj, &mut Encoder::new(buf), 0).map_err(|f| f.into_error(path))
+    let start = buf.len();
+    encode(obj, &mut Encoder::new(buf), 0).map_err(|f| f.into_error(path))?;
+    read_within(&buf[start..], MAX_VALUE_BYTES).map_err(|reason| Error::message(path, reason))?;
+    Ok(())
 }
 
 /// Messages encoded one after another into one buffer, without the message rules (for counting

@@ -10,6 +10,7 @@ use pyo3::types::PyList;
 use crate::core::error::Error;
 use crate::core::pages::{PageIndex, Window};
 use crate::core::text::message_text;
+use crate::python::config;
 use crate::python::convert::{decode_ids, incoming};
 use crate::python::lock;
 
@@ -19,11 +20,8 @@ pub struct PageWindow {
 }
 
 /// A page index from Python: page indices start at 1.
-fn page_index(index: i64) -> Result<PageIndex, Error> {
-    PageIndex::try_from(index)
-        .ok()
-        .filter(|&i| i >= 1)
-        .ok_or_else(|| Error::InvalidOperation(format!("page {index} does not exist: page indices start at 1")))
+fn page_index(index: &Bound<'_, PyAny>) -> Result<PageIndex, Error> {
+    config::page(index, "PageWindow: index")
 }
 
 #[pymethods]
@@ -51,7 +49,7 @@ impl PageWindow {
         Ok(lock::write(py, &self.inner).open_page(&incoming)?)
     }
 
-    fn open_page_at(&self, py: Python<'_>, index: i64, messages: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn open_page_at(&self, py: Python<'_>, index: &Bound<'_, PyAny>, messages: &Bound<'_, PyAny>) -> PyResult<()> {
         let index = page_index(index)?;
         let incoming = incoming(messages)?;
         Ok(lock::write(py, &self.inner).open_page_at(index, &incoming)?)
@@ -63,20 +61,20 @@ impl PageWindow {
     }
 
     /// Unlink an active page from the window in O(1).
-    fn detach(&self, py: Python<'_>, index: i64) -> PyResult<()> {
+    fn detach(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<()> {
         let index = page_index(index)?;
         lock::write(py, &self.inner).detach(index)?;
         Ok(())
     }
 
     /// Take back the page just opened; its index will be given again.
-    fn undo_open(&self, py: Python<'_>, index: i64) -> PyResult<()> {
+    fn undo_open(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<()> {
         let index = page_index(index)?;
         Ok(lock::write(py, &self.inner).undo_open(index)?)
     }
 
     /// The messages of an active page.
-    fn page<'py>(&self, py: Python<'py>, index: i64) -> PyResult<Bound<'py, PyList>> {
+    fn page<'py>(&self, py: Python<'py>, index: &Bound<'_, PyAny>) -> PyResult<Bound<'py, PyList>> {
         let index = page_index(index)?;
         let window = lock::read(py, &self.inner);
         let ids = window
@@ -87,7 +85,11 @@ impl PageWindow {
 
     /// The messages of an active page and the searchable text of each, read under one lock: what
     /// archiving the page needs (the summarizer's page, the search index's text).
-    fn page_texts<'py>(&self, py: Python<'py>, index: i64) -> PyResult<(Bound<'py, PyList>, Vec<String>)> {
+    fn page_texts<'py>(
+        &self,
+        py: Python<'py>,
+        index: &Bound<'_, PyAny>,
+    ) -> PyResult<(Bound<'py, PyList>, Vec<String>)> {
         let index = page_index(index)?;
         let window = lock::read(py, &self.inner);
         let ids = window

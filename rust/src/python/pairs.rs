@@ -111,7 +111,13 @@ impl<'py> ListFacts<'py> {
                 format!("must be a str, got {}", type_name(e.into_inner().as_any())),
             )
         })?;
-        match role.to_str()? {
+        let name = role.to_str().map_err(|_| {
+            Error::message(
+                format!("{}.role", path()),
+                "str is not valid Unicode (it holds a lone surrogate)",
+            )
+        })?;
+        match name {
             "assistant" => {
                 if let Some(calls) = dict.get_item(intern!(py, "tool_calls"))?
                     && !calls.is_none()

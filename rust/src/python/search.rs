@@ -5,8 +5,13 @@
 use parking_lot::RwLock;
 use pyo3::prelude::*;
 
+use crate::core::error::Error;
 use crate::core::search::{self, Hit};
+use crate::python::config;
 use crate::python::lock;
+
+/// The length a snippet aims at when none is given.
+const DEFAULT_SNIPPET_CHARS: usize = 160;
 
 #[pyclass(frozen, module = "memci._core", name = "SearchIndex")]
 pub struct SearchIndex {
@@ -17,12 +22,16 @@ pub struct SearchIndex {
 #[pymethods]
 impl SearchIndex {
     #[new]
-    #[pyo3(signature = (snippet_chars = 160))]
-    fn new(snippet_chars: usize) -> Self {
-        Self {
+    #[pyo3(signature = (snippet_chars = None))]
+    fn new(snippet_chars: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let snippet_chars = match snippet_chars {
+            Some(n) => config::count(n, "SearchIndex: snippet_chars")?,
+            None => DEFAULT_SNIPPET_CHARS,
+        };
+        Ok(Self {
             inner: RwLock::new(search::SearchIndex::default()),
             snippet_chars,
-        }
+        })
     }
 
     #[getter]
@@ -34,18 +43,42 @@ impl SearchIndex {
         lock::read(py, &self.inner).len()
     }
 
-    fn add(&self, py: Python<'_>, page: u64, text: String) {
+    fn add(&self, py: Python<'_>, page: &Bound<'_, PyAny>, text: &Bound<'_, PyAny>) -> PyResult<()> {
+        let page = config::page(page, "add: page_index")?;
+        let text = String::from(&*config::string(text, "add: text")?);
         py.detach(|| self.inner.write().add(page, text));
+        Ok(())
     }
 
-    fn add_many(&self, py: Python<'_>, items: Vec<(u64, String)>) {
+    /// `(page, text)` pairs, every one converted before any is added.
+    fn add_many(&self, py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult<()> {
+        let refused = || Error::InvalidOperation("add_many: items must be a list of (page_index, text) pairs".into());
+        let items: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = items.extract().map_err(|_| refused())?;
+        let items = items
+            .iter()
+            .enumerate()
+            .map(|(i, (page, text))| {
+                let page = config::page(page, &format!("add_many: items[{i}] page_index"))?;
+                let text = config::string(text, &format!("add_many: items[{i}] text"))?;
+                Ok((page, String::from(&*text)))
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
         py.detach(|| self.inner.write().add_many(items));
+        Ok(())
     }
 
-    fn search(&self, py: Python<'_>, query: &str, k: usize) -> Vec<(u64, f64, String)> {
-        let hits = py.detach(|| self.inner.read().search(query, k, self.snippet_chars));
-        hits.into_iter()
+    fn search(
+        &self,
+        py: Python<'_>,
+        query: &Bound<'_, PyAny>,
+        k: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<(u64, f64, String)>> {
+        let query = config::string(query, "search: query")?;
+        let k = config::count(k, "search: k")?;
+        let hits = py.detach(|| self.inner.read().search(&query, k, self.snippet_chars));
+        Ok(hits
+            .into_iter()
             .map(|Hit { page, score, snippet }| (page, score, snippet))
-            .collect()
+            .collect())
     }
 }

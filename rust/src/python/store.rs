@@ -135,9 +135,10 @@ impl MessageStore {
         Ok(())
     }
 
-    fn mark(&self, py: Python<'_>, index: &Bound<'_, PyAny>, tag: &str) -> PyResult<()> {
-        let index = config::index(index, "mark: index")?;
-        Ok(self.write(py).mark(index, tag)?)
+    fn mark(&self, py: Python<'_>, index: &Bound<'_, PyAny>, tag: &Bound<'_, PyAny>) -> PyResult<()> {
+        let index = config::index(index, "mark: index", Error::Position)?;
+        let tag = config::string(tag, "mark: tag")?;
+        Ok(self.write(py).mark(index, &tag)?)
     }
 
     // ---- reads -------------------------------------------------------------------------------
@@ -151,7 +152,7 @@ impl MessageStore {
     }
 
     fn get<'py>(&self, py: Python<'py>, index: &Bound<'_, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let index = config::index(index, "getitem: index")?;
+        let index = config::index(index, "getitem: index", Error::Position)?;
         let store = self.read(py);
         let id = store.get(index)?;
         self.decoded.message(py, store.arena(), id)
@@ -243,20 +244,28 @@ impl MessageStore {
     fn between<'py>(
         &self,
         py: Python<'py>,
-        start: Option<f64>,
-        end: Option<f64>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
         role: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
+        let start = config::seconds(start, "between: start")?;
+        let end = config::seconds(end, "between: end")?;
         let r = optional::<Role>(role, "between: role")?;
         let store = self.read(py);
         self.decode(py, &store, store.between(start, end, r))
     }
 
     #[pyo3(signature = (tag, role = None))]
-    fn marked<'py>(&self, py: Python<'py>, tag: &str, role: Option<&Bound<'_, PyAny>>) -> PyResult<Bound<'py, PyList>> {
+    fn marked<'py>(
+        &self,
+        py: Python<'py>,
+        tag: &Bound<'_, PyAny>,
+        role: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let tag = config::string(tag, "marked: tag")?;
         let r = optional::<Role>(role, "marked: role")?;
         let store = self.read(py);
-        self.decode(py, &store, store.marked(tag, r))
+        self.decode(py, &store, store.marked(&tag, r))
     }
 
     #[getter]
@@ -270,7 +279,10 @@ impl MessageStore {
         py: Python<'py>,
         batch_index: &Bound<'_, PyAny>,
     ) -> PyResult<(usize, f64, Bound<'py, PyList>, usize, Option<String>)> {
-        let b = batch(config::index(batch_index, "snapshot: batch_index")?, "snapshot")?;
+        let b = batch(
+            config::index(batch_index, "snapshot: batch_index", Error::Batch)?,
+            "snapshot",
+        )?;
         let store = self.read(py);
         let (visible, timestamp, description) = store.snapshot(b)?;
         let count = visible.len();
@@ -288,8 +300,10 @@ impl MessageStore {
     }
 
     #[staticmethod]
-    fn from_json(py: Python<'_>, text: &str) -> PyResult<Self> {
-        let store = py.detach(|| Store::from_json(text))?;
+    fn from_json(py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Self> {
+        // A text that is not Unicode is a state that cannot be loaded, like any other.
+        let text = config::string(text, "from_json: text").map_err(|e| Error::State(e.to_string()))?;
+        let store = py.detach(|| Store::from_json(&text))?;
         Ok(Self::with_store(store))
     }
 

@@ -2,14 +2,13 @@
 //! with it released (on all cores for batches).
 
 use pyo3::prelude::*;
-use pyo3::pybacked::PyBackedStr;
 
 use rayon::prelude::*;
 
 use crate::core::error::Error;
 use crate::core::tokens::Encoding;
 
-use crate::python::config::named;
+use crate::python::config::{named, string, strings};
 use crate::python::convert::Encoded;
 
 /// Texts longer than this are counted with the GIL released.
@@ -17,8 +16,10 @@ const DETACH_FROM_BYTES: usize = 16 << 10;
 
 /// The tokens of `text` in `encoding`.
 #[pyfunction]
-pub fn count_text(py: Python<'_>, text: &str, encoding: &Bound<'_, PyAny>) -> PyResult<u64> {
+pub fn count_text(py: Python<'_>, text: &Bound<'_, PyAny>, encoding: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let text = string(text, "count: text")?;
     let e: Encoding = named(encoding, "count: encoding")?;
+    let text: &str = &text;
     if text.len() < DETACH_FROM_BYTES {
         return Ok(e.count(text));
     }
@@ -27,7 +28,8 @@ pub fn count_text(py: Python<'_>, text: &str, encoding: &Bound<'_, PyAny>) -> Py
 
 /// The tokens of each text, counted on all cores with the GIL released.
 #[pyfunction]
-pub fn count_texts(py: Python<'_>, texts: Vec<PyBackedStr>, encoding: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
+pub fn count_texts(py: Python<'_>, texts: &Bound<'_, PyAny>, encoding: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
+    let texts = strings(texts, "count_batch: texts")?;
     let e: Encoding = named(encoding, "count_batch: encoding")?;
     Ok(py.detach(|| e.count_batch(&texts)))
 }

@@ -13,7 +13,9 @@ use crate::core::error::{Error, Result};
 use crate::core::message;
 use crate::core::snapshot::{History, Snapshot, View};
 use crate::core::store::Store;
-use crate::core::value::{Encoder, ValueRef, encode_json, write_json_str as write_str, write_value};
+use crate::core::value::{
+    Encoder, MAX_VALUE_BYTES, encode_json, read_within, write_json_str as write_str, write_value,
+};
 
 const FORMAT: &str = "memci.MessageStore";
 const VERSION: u64 = 1;
@@ -113,8 +115,10 @@ impl Store {
             numbers_within_limits(m, &format!("messages[{i}]"))?;
             buf.clear();
             encode_json(&mut Encoder::new(&mut buf), m);
-            let facts = message::check(ValueRef::new(&buf))
-                .map_err(|b| Error::message(format!("messages[{i}]{}", b.place), b.reason))?;
+            let message = read_within(&buf, MAX_VALUE_BYTES)
+                .map_err(|reason| Error::message(format!("messages[{i}]"), reason))?;
+            let facts =
+                message::check(message).map_err(|b| Error::message(format!("messages[{i}]{}", b.place), b.reason))?;
             let t = t
                 .as_f64()
                 .ok_or_else(|| state(format!("timestamps[{i}] must be a number")))?;

@@ -25,7 +25,7 @@ use crate::core::roles::Role;
 use crate::core::snapshot::{History, View};
 use crate::core::text::message_text;
 use crate::core::token_counts::TokenCounts;
-use crate::core::value::{Encoder, ValueRef};
+use crate::core::value::{Encoder, MAX_VALUE_BYTES, read_within};
 
 /// Below this many visible messages a text scan runs on one core (threads cost more than they save).
 const PARALLEL_FROM: usize = 8192;
@@ -86,9 +86,19 @@ impl Incoming {
     }
 
     /// Check the message encoded since `start`; `path` names it in an error (`messages[3]`).
+    /// A message over [`MAX_VALUE_BYTES`] encoded (4 GiB - 1) is refused before it is read.
     pub fn finish(&mut self, start: usize, path: impl FnOnce() -> String) -> Result<()> {
-        let facts = message::check(ValueRef::new(&self.bytes[start..]))
-            .map_err(|b| Error::message(format!("{}{}", path(), b.place), b.reason))?;
+        self.finish_within(start, MAX_VALUE_BYTES, path)
+    }
+
+    /// [`Incoming::finish`] with the size limit given (tests lower it).
+    fn finish_within(&mut self, start: usize, limit: usize, path: impl FnOnce() -> String) -> Result<()> {
+        let facts = match read_within(&self.bytes[start..], limit) {
+            Err(reason) => return Err(Error::message(path(), reason)),
+            Ok(message) => {
+                message::check(message).map_err(|b| Error::message(format!("{}{}", path(), b.place), b.reason))?
+            }
+        };
         self.messages.push((start..self.bytes.len(), facts));
         Ok(())
     }
@@ -500,6 +510,28 @@ mod tests {
             .collect();
         store.append(&incoming(&msgs));
         store
+    }
+
+    #[test]
+    fn a_message_over_the_size_limit_is_refused_and_nothing_is_taken() {
+        let mut incoming = Incoming::default();
+        let (start, mut e) = incoming.encoder();
+        let d = e.open_dict(2);
+        e.key("role");
+        e.str("user");
+        e.key("content");
+        e.str(&"x".repeat(300));
+        e.close(d);
+        let len = incoming.bytes.len() - start;
+        let err = incoming
+            .finish_within(start, len - 1, || "messages[0]".to_owned())
+            .unwrap_err();
+        let limit = len - 1;
+        let reason = format!("is {len} bytes once encoded, over the limit of {limit} bytes on one message");
+        assert_eq!(err, Error::message("messages[0]", reason));
+        assert!(incoming.is_empty());
+        incoming.finish_within(start, len, || "messages[0]".to_owned()).unwrap();
+        assert_eq!(incoming.len(), 1);
     }
 
     #[test]
