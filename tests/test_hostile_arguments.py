@@ -149,7 +149,11 @@ GOOD: dict[str, st.SearchStrategy[Any]] = {
             {"type": "tool_use", "id": "t", "name": "list_pages", "input": {}},
         ]
     ),
-    "format": st.sampled_from(["openai", "anthropic", "attp"]),
+    "format": st.sampled_from(["openai", "anthropic", "responses", "attp"]),
+    "agent_tools": st.none()
+    | st.just([{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}])
+    | st.just([{"name": "weather", "input_schema": {"type": "object"}}]),
+    "context_state": st.builds(lambda: _saved_storage().load_state()),
     "page": st.builds(
         lambda i: {"index": i, "messages": [user("q")], "summary": "s", "entry_summaries": [], "archived_round": 0},
         st.integers(1, 4),
@@ -245,6 +249,7 @@ ARRAY_METHODS: dict[str, dict[str, str]] = {
 CONTEXT_METHODS: dict[str, dict[str, str]] = {
     "add": {"message": "message"},
     "build_messages": {"sanitize": "flag"},
+    "clear": {"forget": "flag"},
     "contents_text": {},
     "contents_tokens": {},
     "count_tokens": {"messages": "messages"},
@@ -254,12 +259,15 @@ CONTEXT_METHODS: dict[str, dict[str, str]] = {
     "is_active": {"page_index": "page_index"},
     "is_recall_call": {"call": "tool_call"},
     "list_pages": {"limit": "count"},
+    "pop": {},
     "recall": {"page_index": "page_index"},
     "save": {},
     "search": {"query": "text", "k": "count"},
     "state": {},
+    "to_state": {},
     "token_count": {},
     "tool_definitions": {"format": "format"},
+    "tool_tokens": {},
 }
 
 STORE_METHODS: dict[str, dict[str, str]] = {
@@ -393,7 +401,7 @@ OBJECTS: dict[str, tuple[Callable[[], Any], dict[str, dict[str, str]], Callable[
         ),
         (lambda: _public_methods(MessageArray), ARRAY_METHODS),
         (
-            lambda: {k: v for k, v in _public_methods(ContextSystem).items() if k not in ("__init__", "load")},
+            lambda: {k: v for k, v in _public_methods(ContextSystem).items() if k not in CONSTRUCTORS},
             CONTEXT_METHODS,
         ),
         (lambda: _public_methods(MemoryStorage, init=False), {**STORE_METHODS, "close": {}}),
@@ -506,6 +514,7 @@ def test_context_system_methods_raise_memci_errors_and_change_nothing(name: str,
 CONSTRUCTION = {
     "system_prompt": "anthropic_system",
     "tools": "format",
+    "agent_tools": "agent_tools",
     "active_pages": "page_index",
     "storage": "storage",
     "summarizer": "summarizer",
@@ -515,22 +524,32 @@ CONSTRUCTION = {
     "counter": "counter",
 }
 LOADING = {"storage": "storage", "summarizer": "summarizer", "counter": "counter"}
+#: The ways to make a ContextSystem, and the kinds of their arguments.
+CONSTRUCTORS: dict[str, dict[str, str]] = {
+    "__init__": CONSTRUCTION,
+    "load": LOADING,
+    "open": CONSTRUCTION,
+    "from_state": {"state": "context_state", **LOADING},
+}
 
 
 @pytest.mark.parametrize(
     ("name", "params"),
-    [
-        pytest.param(name, params, id=name, marks=_marks("ContextSystem", name))
-        for name, params in (("__init__", CONSTRUCTION), ("load", LOADING))
-    ],
+    [pytest.param(name, params, id=name, marks=_marks("ContextSystem", name)) for name, params in CONSTRUCTORS.items()],
 )
 @SETTINGS
 @given(data=st.data())
 def test_context_system_construction_raises_memci_errors(
     name: str, params: dict[str, str], data: st.DataObject
 ) -> None:
-    make = ContextSystem if name == "__init__" else ContextSystem.load
+    make = ContextSystem if name == "__init__" else getattr(ContextSystem, name)
     _called(make, _kwargs(data, make, params))
+
+
+def test_every_way_to_make_a_context_system_is_listed() -> None:
+    for name, params in CONSTRUCTORS.items():
+        signature = inspect.signature(ContextSystem if name == "__init__" else getattr(ContextSystem, name))
+        assert sorted(params) == sorted(signature.parameters), name
 
 
 # ---- stores ---------------------------------------------------------------------------------------
