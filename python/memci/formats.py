@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NotRequired, TypeAlias, TypedDict, cast
+from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypeAlias, TypedDict, cast
 
 from memci.errors import InvalidMessageError, repr_of
 
@@ -42,6 +42,8 @@ __all__ = [
     "ChatTool",
     "ResponseItem",
     "ResponsesTool",
+    "SdkObject",
+    "dumped",
     "from_langchain",
     "from_responses",
     "to_anthropic",
@@ -70,6 +72,13 @@ AnthropicTool: TypeAlias = "ToolParam"
 ResponsesTool: TypeAlias = "FunctionToolParam"
 
 
+class SdkObject(Protocol):
+    """An SDK's message or item object (OpenAI, Anthropic, the Agents SDK: pydantic models), which
+    memci takes as its ``model_dump(mode="json", exclude_unset=True)``."""
+
+    def model_dump(self, *args: Any, **kwargs: Any) -> dict[str, Any]: ...
+
+
 class AnthropicRequest(TypedDict):
     """The ``system`` and ``messages`` arguments of Anthropic's ``messages.create``, typed as the
     Anthropic SDK types them. ``system`` is absent when the history has no system or developer
@@ -93,7 +102,7 @@ def _fail(path: str, text: str) -> InvalidMessageError:
     return InvalidMessageError(f"{path}: {text}", path=path)
 
 
-def _dumped(message: object) -> object:
+def dumped(message: object) -> object:
     """An SDK object (anything with a callable ``model_dump``) as the dict its SDK would send:
     ``model_dump(mode="json", exclude_unset=True)``, the rule the store applies too."""
     dump = getattr(message, "model_dump", None)
@@ -123,7 +132,7 @@ def _is_responses(message: Message) -> bool:
 def _messages(messages: Iterable[Any], what: str, *, items: bool = False) -> list[Message]:
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
         raise _fail("messages", f"{what} takes a list of message dicts, got {type(messages).__name__}")
-    out = [_dumped(m) for m in messages]
+    out = [dumped(m) for m in messages]
     for i, m in enumerate(out):
         if not isinstance(m, dict):
             raise _fail(f"messages[{i}]", f"a message must be a dict, got {type(m).__name__}")

@@ -339,6 +339,7 @@ def test_agent_tools_come_first_in_every_format():
         "name": "get_weather",
         "description": "The weather in a city.",
         "parameters": parameters,
+        "strict": None,  # the SDK's FunctionToolParam requires the key
     }
     assert [t["name"] for t in responses[2:]] == ["recall_page", "list_pages"]
     # Given in Anthropic's format, they come back in OpenAI's just the same.

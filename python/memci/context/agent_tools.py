@@ -63,9 +63,11 @@ def tool_in(format: recall.Format, tool: dict[str, Any]) -> dict[str, Any]:
     if description is not None:
         body["description"] = description
     body["parameters"] = parameters
-    if strict is not None:
-        body["strict"] = strict
-    return {"type": "function", "function": body} if format == "openai" else {"type": "function", **body}
+    if format == "openai":
+        if strict is not None:
+            body["strict"] = strict
+        return {"type": "function", "function": body}
+    return {"type": "function", **body, "strict": strict}  # the Responses API requires the key, null allowed
 
 
 def checked_tools(tools: object) -> tuple[dict[str, Any], ...]:

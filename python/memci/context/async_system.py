@@ -32,6 +32,7 @@ from memci.context.search import SearchHit
 from memci.context.summary import Summarizer
 from memci.context.system import ContextSystem, ToolFormat
 from memci.errors import InvalidOperationError
+from memci.formats import SdkObject
 from memci.storage import AsyncStorage, Storage
 from memci.tokens import Counter
 
@@ -285,12 +286,12 @@ class AsyncContextSystem:
 
     # ---- the conversation --------------------------------------------------------------------------
 
-    async def add(self, message: Message) -> int:
+    async def add(self, message: Message | SdkObject) -> int:
         """Add one message (:meth:`ContextSystem.add`); the index of the page it opened or joined.
         Archiving a page awaits the summarizer; the page is written to the store at the next save."""
         return await self._run(lambda: self._system.add(message))
 
-    async def extend(self, messages: Sequence[Message]) -> list[int]:
+    async def extend(self, messages: Sequence[Message | SdkObject]) -> list[int]:
         """Add each message in order, all or none (:meth:`ContextSystem.extend`)."""
         return await self._run(lambda: self._system.extend(messages))
 

@@ -126,8 +126,17 @@ def tool_definitions(format: Format = "openai") -> list[dict[str, Any]] | str:  
     a list of Responses function tools, or (``"attp"``) the ATTP tool listing, Python signatures
     with docstrings, as text."""
     if format == "responses":
+        # The SDK's FunctionToolParam requires ``strict``: true where strict mode allows the schema
+        # (every parameter required).
         return [
-            {"type": "function", "name": t.name, "description": t.description, "parameters": _schema(t)} for t in _TOOLS
+            {
+                "type": "function",
+                "name": t.name,
+                "description": t.description,
+                "parameters": _schema(t),
+                "strict": all(p.default is None for p in t.params),
+            }
+            for t in _TOOLS
         ]
     if format == "openai":
         return [

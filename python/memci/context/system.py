@@ -49,6 +49,7 @@ from memci.errors import (
     repr_of,
     shown,
 )
+from memci.formats import SdkObject, dumped
 from memci.sanitize import sanitize_messages
 from memci.storage import MemoryStorage, Storage
 from memci.tokens import Counter
@@ -253,7 +254,7 @@ class ContextSystem:
 
     # ---- the conversation ------------------------------------------------------------------------
 
-    def add(self, message: Message) -> int:
+    def add(self, message: Message | SdkObject) -> int:
         """Add one message (a chat or Anthropic message, or a Responses item); returns the index of
         the page it opened or joined. O(message) plus, when a page opens beyond ``active_pages``,
         archiving the oldest (summary, O(1) unlink; the page is written by the next :meth:`save`).
@@ -262,14 +263,14 @@ class ContextSystem:
         results (Anthropic ``tool_result`` blocks, an ATTP ``[tool_result]``); every other message
         joins the open page (the first message of all opens one, whatever its role). Invalid
         messages raise :class:`~memci.InvalidMessageError`; if archiving fails (the summarizer
-        raises), the message is taken back and the error propagates: nothing has changed.
+        raises), the message is taken back and the error propagates: nothing has changed. An SDK
+        object (anything with ``model_dump``) is taken as its dump, as ``MessageArray`` takes it.
         """
-        if not isinstance(message, dict):
-            raise InvalidMessageError(
-                f"message: a message must be a dict, got {type(message).__name__}", path="message"
-            )
+        plain = dumped(message)
+        if not isinstance(plain, dict):
+            raise InvalidMessageError(f"message: a message must be a dict, got {type(plain).__name__}", path="message")
         with self._lock:
-            return self._add(message)
+            return self._add(plain)
 
     @staticmethod
     def _opens(message: Message, has_page: bool) -> bool:
@@ -323,7 +324,7 @@ class ContextSystem:
         self._archive_pages(prepared, "active_pages")
         return indices
 
-    def extend(self, messages: Sequence[Message]) -> list[int]:
+    def extend(self, messages: Sequence[Message | SdkObject]) -> list[int]:
         """:meth:`add` each message in order, under one lock; the page index of each. Every message
         is checked first, by the rules :meth:`add` applies: if one is refused
         (:class:`~memci.InvalidMessageError` naming ``messages[i]``), none is added. O(messages)."""
@@ -331,15 +332,16 @@ class ContextSystem:
             raise InvalidMessageError(
                 f"messages: expected a list of message dicts, got {type(messages).__name__}", path="messages"
             )
-        batch = list(messages)
+        batch = [dumped(m) for m in messages]
         for i, message in enumerate(batch):
             if not isinstance(message, dict):
                 raise InvalidMessageError(
                     f"messages[{i}]: a message must be a dict, got {type(message).__name__}", path=f"messages[{i}]"
                 )
-        _core.MessageStore().append(batch)  # the core's acceptance rules over all of them; nothing is kept
+        checked = cast("list[Message]", batch)
+        _core.MessageStore().append(checked)  # the core's acceptance rules over all of them; nothing is kept
         with self._lock:
-            return self._extend(batch)
+            return self._extend(checked)
 
     def end_round(self) -> RoundResult:
         """One round of conversation has ended: the round count rises by one, then the m rule, the
