@@ -290,6 +290,7 @@ FUNCTIONS: dict[str, dict[str, str]] = {
     "tokens.reply_priming": {"encoding": "encoding"},
     "sanitize.sanitize_messages": {"messages": "messages"},
     "sanitize.validate_messages": {"messages": "messages"},
+    "formats.dumped": {"message": "message"},
     "formats.from_langchain": {"messages": "messages"},
     "formats.from_responses": {"items": "messages"},
     "formats.to_anthropic": {"messages": "messages"},
