@@ -171,6 +171,7 @@ from typing import Any
 
 import openai
 from openai.types.chat import ChatCompletionMessageToolCallUnion, ChatCompletionToolParam
+from openai.types.responses import ResponseFunctionToolCall
 
 import memci
 
@@ -179,6 +180,10 @@ my_tools: list[ChatCompletionToolParam] = []
 
 def run_my_tool(call: ChatCompletionMessageToolCallUnion) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call.id, "content": "done"}
+
+
+def run_my_function(call: ResponseFunctionToolCall) -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": call.call_id, "output": "done"}
 """
 
 
@@ -191,6 +196,6 @@ def readme_blocks(*needles: str) -> list[str]:
 
 def test_the_readmes_agent_loops_and_summarizer_type_check(tmp_path: Path) -> None:
     blocks = readme_blocks("ctx.build_messages()", "ModelSummarizer")
-    assert len(blocks) == 3  # the sync loop, the async loop, the model summarizer
+    assert len(blocks) == 4  # the chat loop, the Responses loop, the async loop, the model summarizer
     output, status = mypy_strict(tmp_path, README_PRELUDE + "\n\n".join(blocks))
     assert status == 0, output
