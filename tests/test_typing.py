@@ -199,3 +199,25 @@ def test_the_readmes_agent_loops_and_summarizer_type_check(tmp_path: Path) -> No
     assert len(blocks) == 4  # the chat loop, the Responses loop, the async loop, the model summarizer
     output, status = mypy_strict(tmp_path, README_PRELUDE + "\n\n".join(blocks))
     assert status == 0, output
+
+
+#: What memci builds goes back into memci's own inputs: the SDK-typed messages are mappings.
+ROUND_TRIP = """
+from typing import Any
+
+import memci
+from memci import formats
+
+ctx = memci.ContextSystem("You are terse.")
+built = ctx.build_messages()
+total: int = ctx.count_tokens(built) + memci.tokens.count_messages(built)
+cleaned = memci.sanitize_messages(built)
+array = memci.MessageArray(built)
+array.append(formats.to_openai([{"role": "user", "content": "hi"}]))
+array.insert(0, built)
+"""
+
+
+def test_what_memci_builds_goes_back_into_memci(tmp_path: Path) -> None:
+    output, status = mypy_strict(tmp_path, ROUND_TRIP)
+    assert status == 0, output

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import numbers
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, SupportsFloat, overload
+from typing import TYPE_CHECKING, Any, SupportsFloat, cast, overload
 
 from memci import _core, ops, tokens
 from memci.errors import BatchError, InvalidMessageError, InvalidOperationError, repr_of, shown
@@ -48,7 +48,7 @@ class MessageArray:
 
     def __init__(
         self,
-        messages: Iterable[Message] | None = None,
+        messages: Iterable[Mapping[str, Any]] | None = None,
         *,
         tool_description: str | Message | None = None,
     ) -> None:
@@ -80,9 +80,10 @@ class MessageArray:
         Returns None, like ``list.append``: it is the hot path of an agent loop (use
         ``execute(ops.Append(...))`` for an :class:`OperationResult`).
         """
-        if type(messages) is not dict and type(messages) is not list:
-            messages = ops.check_messages("append", messages)
-        self._store.append(messages)
+        if type(messages) is dict or type(messages) is list:
+            self._store.append(cast("ops.CoreMessages", messages))
+        else:
+            self._store.append(ops.check_messages("append", messages))
 
     def insert(self, position: int, messages: ops.Messages) -> OperationResult:
         """INSERT messages before visible ``position``, ``0 <= position <= len``; new batch. O(n + k)."""

@@ -49,7 +49,11 @@ _ROLE_SET = frozenset(ROLES)
 
 Message: TypeAlias = dict[str, Any]
 #: One message, or a list of them.
-Messages: TypeAlias = Message | Sequence[Message]
+#: What the store takes as messages: one message or a sequence of them (any mapping, such as the
+#: SDKs' TypedDicts, or an SDK object with ``model_dump``).
+Messages: TypeAlias = Mapping[str, Any] | Sequence[Mapping[str, Any]]
+#: The same as the core takes them (dicts at run time: a mapping that is not a dict is refused there).
+CoreMessages: TypeAlias = Message | Sequence[Message]
 #: The forms ``range`` takes: ``(start, end)``, ``[start, end]`` or ``{"start": s, "end": e}``.
 RangeLike: TypeAlias = tuple[int, int] | Sequence[int] | Mapping[str, int]
 
@@ -152,11 +156,11 @@ def _range(op: str, value: object) -> tuple[int, int] | None:
     return check_count(op, "range.start", start), check_count(op, "range.end", end)
 
 
-def check_messages(op: str, value: object) -> Messages:
+def check_messages(op: str, value: object) -> CoreMessages:
     # The core checks every message; here only the container: one dict, or a list of them. An SDK
     # object (with `model_dump`) is one message: the core takes it as its dump.
     if isinstance(value, dict | list | tuple) or callable(getattr(value, "model_dump", None)):
-        return cast("Messages", value)  # the items are the core's to check
+        return cast("CoreMessages", value)  # the items are the core's to check
     if isinstance(value, Iterable) and not isinstance(value, str | bytes | bytearray | Mapping):
         return list(value)
     raise InvalidMessageError(

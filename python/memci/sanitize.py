@@ -201,7 +201,7 @@ def _as_sequence(messages: object) -> list[Message] | tuple[Message, ...]:
     return list(messages)
 
 
-def sanitize_messages(messages: Iterable[Message]) -> SanitizeResult:
+def sanitize_messages(messages: Iterable[Mapping[str, Any]]) -> SanitizeResult:
     """Remove the messages the model APIs would refuse for their tool calls or results.
 
     Accepts OpenAI chat, Anthropic and Responses API lists, mixed (or any iterable of message
@@ -228,7 +228,7 @@ def sanitize_messages(messages: Iterable[Message]) -> SanitizeResult:
     return SanitizeResult(kept, removed)
 
 
-def validate_messages(messages: Iterable[Message]) -> ValidationResult:
+def validate_messages(messages: Iterable[Mapping[str, Any]]) -> ValidationResult:
     """Check, without changing anything, that the tool calls and results of ``messages`` are as
     the model APIs require: ``valid`` is True exactly when :func:`sanitize_messages` would remove
     nothing, and ``errors`` names each message it would remove and why. O(n)."""

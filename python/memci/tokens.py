@@ -25,7 +25,7 @@ its token count (an int >= 0), for models whose tokenizer memci does not ship;
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from memci import _core
@@ -119,7 +119,7 @@ def count_message(message: Message, encoding: str = DEFAULT_ENCODING, *, counter
 
 
 def count_messages(
-    messages: Iterable[Message], encoding: str = DEFAULT_ENCODING, *, counter: Counter | None = None
+    messages: Iterable[Mapping[str, Any]], encoding: str = DEFAULT_ENCODING, *, counter: Counter | None = None
 ) -> int:
     """The tokens a list of messages costs: each message, plus the reply priming (3) once when
     the list is not empty. With ``counter``: the sum of ``counter(m)``, nothing added. O(total

@@ -21,7 +21,7 @@ import contextvars
 import inspect
 import os
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
@@ -318,7 +318,7 @@ class AsyncContextSystem:
         """Tokens of :meth:`build_messages` without sanitizing, counted in a worker thread."""
         return await self._run(self._system.token_count)
 
-    async def count_tokens(self, messages: list[Message]) -> int:
+    async def count_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """Tokens of ``messages`` in the system's encoding (or by its counter), in a worker thread."""
         return await self._run(lambda: self._system.count_tokens(messages))
 

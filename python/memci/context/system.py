@@ -21,7 +21,7 @@ import inspect
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from memci import _core, tokens
@@ -89,7 +89,7 @@ class _Tokens:
         """The tokens ``text`` adds to the contents page."""
         return max(0, self.text_message(text) - self.overhead)
 
-    def messages(self, messages: list[Message]) -> int:
+    def messages(self, messages: Sequence[Mapping[str, Any]]) -> int:
         return tokens.count_messages(messages, self.encoding, counter=self.counter)
 
 
@@ -547,7 +547,7 @@ class ContextSystem:
         with self._lock:
             return self._tokens.messages(self._assemble(self._archive.render()))
 
-    def count_tokens(self, messages: list[Message]) -> int:
+    def count_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """Tokens of ``messages`` in the system's encoding (or by its ``counter``)."""
         return self._tokens.messages(messages)
 
