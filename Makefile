@@ -51,10 +51,15 @@ redis-server: ## Install redis-server with apt-get if it is missing (the RedisSt
 		echo "redis-server could not be installed: the RedisStorage tests will be skipped"
 
 .PHONY: test
-test: build-dev lint redis-server ## Build, lint, cargo tests, pytest (benches once, untimed), then the sdist check
+test: build-dev lint redis-server ## Build, lint, cargo tests, pytest (benches once, untimed), the docs site (strict), the sdist check
 	LD_LIBRARY_PATH=$(PYLIBDIR) cargo test -q
 	$(BIN)/pytest -q
+	$(MAKE) docs
 	$(MAKE) sdist-check
+
+.PHONY: docs
+docs: build-dev ## Build the documentation site into site/ (mkdocs-material + mkdocstrings, strict: a broken link fails)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 .PHONY: dist
 dist: install ## Build the abi3 wheel (release) and the sdist into dist/
@@ -89,4 +94,4 @@ fmt: install ## Format Rust and Python sources
 
 .PHONY: clean
 clean: ## Remove build products and the venv
-	rm -rf target $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache .hypothesis
+	rm -rf target site $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache .hypothesis
