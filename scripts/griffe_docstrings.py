@@ -4,8 +4,9 @@ The docstrings use three reST forms Markdown does not have; this turns each into
 equivalent before mkdocstrings renders them (the sources are not changed):
 
 - cross-reference roles (``:class:`MessageArray```, ``:meth:`~memci.MessageArray.append```,
-  ``:mod:`memci.errors```) become links to the object's entry in the API reference when it has one,
-  and code otherwise (an *optional* reference: one that does not resolve is not an error);
+  ``:mod:`memci.errors```, ``:meth:`title <memci.MessageArray.sanitize>```) become links to the
+  object's entry in the API reference when it has one, and code otherwise (an *optional*
+  reference: one that does not resolve is not an error);
 - doctest examples (``>>>`` lines and their output) become ``pycon`` code blocks;
 - literal blocks (a paragraph ending in ``::`` and the indented block after it) become code blocks.
 
@@ -20,7 +21,8 @@ from typing import Any
 
 import griffe
 
-ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|attr|data|exc|obj|const|type):`(~?)\.?([^`<>]+?)`")
+ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|attr|data|exc|obj|const|type):`(~?)\.?([^`]+?)`")
+TITLED = re.compile(r"^(?P<title>.*?)\s*<\.?(?P<target>[^<>]+)>$")
 
 
 def _resolve(obj: griffe.Object, name: str) -> str | None:
@@ -47,11 +49,15 @@ def _resolve(obj: griffe.Object, name: str) -> str | None:
 def _roles(obj: griffe.Object, text: str) -> str:
     def link(match: re.Match[str]) -> str:
         short, name = match.group(1), match.group(2).strip()
-        title = html.escape(name.rsplit(".", 1)[-1] if short else name)
+        titled = TITLED.match(name)
+        if titled:  # :meth:`title <target>`
+            title, name = titled.group("title"), titled.group("target")
+        else:
+            title = name.rsplit(".", 1)[-1] if short else name
         path = _resolve(obj, name)
         if path is None:
-            return f"`{name.rsplit('.', 1)[-1] if short else name}`"
-        return f'<autoref identifier="{html.escape(path)}" optional><code>{title}</code></autoref>'
+            return f"`{title}`"
+        return f'<autoref identifier="{html.escape(path)}" optional><code>{html.escape(title)}</code></autoref>'
 
     return ROLE.sub(link, text)
 
