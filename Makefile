@@ -13,6 +13,9 @@ PROFILE ?= release
 FEATURES ?=
 # The test binaries link libpython; tell cargo which interpreter and where its library lives.
 export PYO3_PYTHON := $(abspath $(PY))
+# The documentation site, strict: a warning (a broken link or anchor, an unresolved API reference)
+# fails the build. Not --quiet: mkdocs counts the warnings strict mode stops on only when it logs them.
+DOCS_BUILD = NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 PYLIBDIR = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')
 
 .PHONY: help
@@ -54,12 +57,12 @@ redis-server: ## Install redis-server with apt-get if it is missing (the RedisSt
 test: build-dev lint redis-server ## Build, lint, cargo tests, pytest (benches once, untimed), the docs site (strict), the sdist check
 	LD_LIBRARY_PATH=$(PYLIBDIR) cargo test -q
 	$(BIN)/pytest -q
-	$(MAKE) docs
+	$(DOCS_BUILD)
 	$(MAKE) sdist-check
 
 .PHONY: docs
 docs: build-dev ## Build the documentation site into site/ (mkdocs-material + mkdocstrings, strict: a broken link fails)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+	$(DOCS_BUILD)
 
 .PHONY: dist
 dist: install ## Build the abi3 wheel (release) and the sdist into dist/
