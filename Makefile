@@ -13,6 +13,9 @@ PROFILE ?= release
 FEATURES ?=
 # The test binaries link libpython; tell cargo which interpreter and where its library lives.
 export PYO3_PYTHON := $(abspath $(PY))
+# The documentation site, strict: a warning (a broken link or anchor, an unresolved API reference)
+# fails the build. Not --quiet: mkdocs counts the warnings strict mode stops on only when it logs them.
+DOCS_BUILD = NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 PYLIBDIR = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')
 
 .PHONY: help
@@ -51,10 +54,15 @@ redis-server: ## Install redis-server with apt-get if it is missing (the RedisSt
 		echo "redis-server could not be installed: the RedisStorage tests will be skipped"
 
 .PHONY: test
-test: build-dev lint redis-server ## Build, lint, cargo tests, pytest (benches once, untimed), then the sdist check
+test: build-dev lint redis-server ## Build, lint, cargo tests, pytest (benches once, untimed), the docs site (strict), the sdist check
 	LD_LIBRARY_PATH=$(PYLIBDIR) cargo test -q
 	$(BIN)/pytest -q
+	$(DOCS_BUILD)
 	$(MAKE) sdist-check
+
+.PHONY: docs
+docs: build-dev ## Build the documentation site into site/ (mkdocs-material + mkdocstrings, strict: a broken link fails)
+	$(DOCS_BUILD)
 
 .PHONY: dist
 dist: install ## Build the abi3 wheel (release) and the sdist into dist/
@@ -89,4 +97,4 @@ fmt: install ## Format Rust and Python sources
 
 .PHONY: clean
 clean: ## Remove build products and the venv
-	rm -rf target $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache .hypothesis
+	rm -rf target site $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache .hypothesis
