@@ -39,7 +39,7 @@ def python_blocks(page: Path) -> list[tuple[list[str], str]]:
 
 def test_the_pages_that_must_run_have_examples() -> None:
     names = {page.name for page in RUN_PAGES}
-    assert {"quickstart.md", "langchain.md", "llama-index.md", "openai-agents.md"} <= names
+    assert {"quickstart.md", "langchain.md", "llama-index.md"} <= names
     for page in RUN_PAGES:
         assert python_blocks(page), f"{page.relative_to(ROOT)} has no ```python block"
 
