@@ -11,6 +11,7 @@ pub mod message;
 pub mod pages;
 pub mod pair_index;
 pub mod pairs;
+pub mod piece_counts;
 pub mod roles;
 pub mod sanitize;
 pub mod search;

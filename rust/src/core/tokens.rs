@@ -16,6 +16,7 @@ use rayon::prelude::*;
 use crate::core::bpe_tables;
 use crate::core::error::{Error, Result, quoted};
 use crate::core::message::is_call_type;
+use crate::core::piece_counts;
 use crate::core::value::{Items, Value, ValueRef, write_value};
 
 /// How text is turned into a token count.
@@ -112,13 +113,18 @@ impl Encoding {
         }
     }
 
+    /// The exact count of `text`, with the thread's memory of recent pieces
+    /// ([`crate::core::piece_counts`]); none for the approximation.
+    fn exact_count(self, text: &str) -> Option<u64> {
+        let tokenizer = self.tokenizer()?;
+        Some(piece_counts::count(tokenizer, self.index(), text) as u64)
+    }
+
     /// The tokens of `text`. Text that looks like a special token (`<|endoftext|>`) is counted as
     /// the plain text it is, as tiktoken's `encode_ordinary` does. O(len).
     pub fn count(self, text: &str) -> u64 {
-        match self.tokenizer() {
-            Some(t) => t.count(text) as u64,
-            None => (text.chars().count() as u64).div_ceil(CHARS_PER_TOKEN),
-        }
+        self.exact_count(text)
+            .unwrap_or_else(|| (text.chars().count() as u64).div_ceil(CHARS_PER_TOKEN))
     }
 
     /// The count of each text, spread over the cores.
@@ -192,8 +198,8 @@ impl Tally {
     }
 
     fn text(&mut self, text: &str) {
-        match self.encoding.tokenizer() {
-            Some(t) => self.tokens += t.count(text) as u64,
+        match self.encoding.exact_count(text) {
+            Some(tokens) => self.tokens += tokens,
             None => self.chars += text.chars().count() as u64,
         }
     }
@@ -361,6 +367,40 @@ mod tests {
         }
         e.close(d);
         buf
+    }
+
+    #[test]
+    fn the_memory_of_pieces_changes_no_count() {
+        // Many distinct short pieces (far more than a table's slots, so slots are replaced and
+        // collide), repeated, mixed with long pieces, digits, CJK and whitespace runs.
+        let mut text = String::new();
+        let mut seed = 7u64;
+        for i in 0..40_000u32 {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let word = match seed >> 61 {
+                0 => format!(" w{}", seed % 20_000),
+                1 => " the".to_owned(),
+                2 => format!("{}", seed % 100_000),
+                3 => "  \n\n".to_owned(),
+                4 => "你好世界".repeat(1 + (seed % 3) as usize),
+                5 => format!(" {}", "abcdefghij".repeat(1 + (seed % 5) as usize)),
+                6 => format!("{i}-{}", (seed >> 20) % 997),
+                _ => "'s!?".to_owned(),
+            };
+            text.push_str(&word);
+        }
+        for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            let tokenizer = encoding.tokenizer().unwrap();
+            let expected = tokenizer.count(text.as_str()) as u64;
+            assert_eq!(piece_counts::uncached(tokenizer, &text) as u64, expected);
+            assert_eq!(encoding.count(&text), expected, "{} cold", encoding.name());
+            assert_eq!(encoding.count(&text), expected, "{} warm", encoding.name());
+            for line in text.split_inclusive('!').take(500) {
+                assert_eq!(encoding.count(line), tokenizer.count(line) as u64, "{line:?}");
+            }
+        }
     }
 
     #[test]
