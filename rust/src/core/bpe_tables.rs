@@ -82,9 +82,80 @@ fn decode(tables: &[u8]) -> BytePairEncoding {
     rmp_serde::from_slice(&bytes).expect("the shipped token tables are in bpe's layout")
 }
 
-fn build(tables: &[u8], pattern: &str) -> Tokenizer {
-    let patterns = [(pattern, false), (WHITESPACE_BEFORE_SPACE, true), (WHITESPACE, false)];
-    Tokenizer::new_lookahead(decode(tables), &patterns, false).expect("the pre-tokenizing patterns compile")
+/// The pre-tokenizing patterns of an encoding, each with whether its match ends with one character
+/// of look-ahead that is not part of the piece.
+fn patterns(pattern: &'static str) -> [(&'static str, bool); 3] {
+    [(pattern, false), (WHITESPACE_BEFORE_SPACE, true), (WHITESPACE, false)]
+}
+
+fn build(tables: &[u8], pattern: &'static str) -> Tokenizer {
+    Tokenizer::new_lookahead(decode(tables), &patterns(pattern), false).expect("the pre-tokenizing patterns compile")
+}
+
+/// An encoding's pre-tokenizer: the same patterns as its [`Tokenizer`]'s, compiled once more so
+/// that each thread searches them with its own cache (`bpe-openai`'s shares one behind a pool,
+/// which costs every thread but the first a lock per piece).
+pub struct Splitter {
+    regex: regex_automata::meta::Regex,
+    lookahead: [bool; 3],
+}
+
+static O200K_SPLITTER: LazyLock<Splitter> = LazyLock::new(|| Splitter::new(O200K_PATTERN));
+static CL100K_SPLITTER: LazyLock<Splitter> = LazyLock::new(|| Splitter::new(CL100K_PATTERN));
+
+/// The `o200k_base` pre-tokenizer.
+pub fn o200k_splitter() -> &'static Splitter {
+    &O200K_SPLITTER
+}
+
+/// The `cl100k_base` pre-tokenizer.
+pub fn cl100k_splitter() -> &'static Splitter {
+    &CL100K_SPLITTER
+}
+
+impl Splitter {
+    fn new(pattern: &'static str) -> Self {
+        let patterns = patterns(pattern);
+        let regex = regex_automata::meta::Regex::new_many(&patterns.map(|(p, _)| p))
+            .expect("the pre-tokenizing patterns compile");
+        Self {
+            regex,
+            lookahead: patterns.map(|(_, lookahead)| lookahead),
+        }
+    }
+
+    /// A search cache for one thread.
+    pub fn cache(&self) -> regex_automata::meta::Cache {
+        self.regex.create_cache()
+    }
+
+    /// Call `piece` with each piece of `text`, in order: the longest match of the patterns
+    /// anchored where the last piece ended, less its look-ahead character for the look-ahead
+    /// pattern. The pieces are the [`Tokenizer`]'s (`tokens::tests` checks it).
+    pub fn each_piece<'t>(
+        &self,
+        cache: &mut regex_automata::meta::Cache,
+        text: &'t str,
+        mut piece: impl FnMut(&'t str),
+    ) {
+        use regex_automata::{Anchored, Input};
+        let mut at = 0;
+        while at < text.len() {
+            let rest = &text[at..];
+            let Some(found) = self.regex.search_with(cache, &Input::new(rest).anchored(Anchored::Yes)) else {
+                return;
+            };
+            let mut end = found.end();
+            if self.lookahead[found.pattern().as_usize()] {
+                end -= rest[..end].chars().next_back().map_or(0, char::len_utf8);
+            }
+            if end == 0 {
+                return; // no pattern matches the empty string; never loop if one did
+            }
+            piece(&rest[..end]);
+            at += end;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,9 @@
 //! hit (same length, same bytes) is the count, a miss encodes and replaces the older piece. Pieces longer
 //! than [`SHORT`] bytes are rare and always encoded.
 //!
+//! The pieces come from [`Splitter`], the same patterns searched with the thread's own regex
+//! cache, kept here beside the table.
+//!
 //! The table is an answer cache of a pure function, so counts are identical with or without it
 //! (`tokens::tests` checks this over long mixed texts, and the Python suite checks every count
 //! against tiktoken). It costs 256 KiB per thread per exact encoding, allocated at the thread's
@@ -17,6 +20,8 @@
 use std::cell::RefCell;
 
 use bpe_openai::Tokenizer;
+
+use crate::core::bpe_tables::Splitter;
 
 /// Sets in one table (a power of two), of two slots each: one cache line.
 const SETS: usize = 1 << 12;
@@ -35,8 +40,14 @@ type Slot = [u64; 4];
 #[derive(Clone, Copy)]
 struct Set([Slot; 2]);
 
+/// What a thread keeps for one encoding: its pieces' counts and its regex search cache.
+struct Memory {
+    sets: Box<[Set]>,
+    search: regex_automata::meta::Cache,
+}
+
 thread_local! {
-    static TABLES_OF_THREAD: RefCell<[Option<Box<[Set]>>; TABLES]> = const { RefCell::new([None, None]) };
+    static MEMORIES: RefCell<[Option<Memory>; TABLES]> = const { RefCell::new([None, None]) };
 }
 
 /// The key of a short piece: its slot with a zero count.
@@ -62,37 +73,43 @@ fn holds(slot: &Slot, key: &Slot) -> bool {
     (slot[0] ^ key[0]) | (slot[1] ^ key[1]) | (slot[2] ^ key[2]) | ((slot[3] ^ key[3]) & KEY_MASK) == 0
 }
 
-/// The exact token count of `text` with `tokenizer`, whose table is `table` (below [`TABLES`]).
-/// Text is not normalised: both OpenAI encodings count the text as given. O(len).
-pub fn count(tokenizer: &Tokenizer, table: usize, text: &str) -> usize {
-    TABLES_OF_THREAD.with(|tables| {
-        let Ok(mut tables) = tables.try_borrow_mut() else {
+/// The exact token count of `text` with `tokenizer` and its `splitter`, whose table is `table`
+/// (below [`TABLES`]). Text is not normalised: both OpenAI encodings count the text as given.
+/// O(len).
+pub fn count(tokenizer: &Tokenizer, splitter: &Splitter, table: usize, text: &str) -> usize {
+    MEMORIES.with(|memories| {
+        let Ok(mut memories) = memories.try_borrow_mut() else {
             return uncached(tokenizer, text); // not reentrant in practice; never panic if it were
         };
-        let sets = tables[table].get_or_insert_with(|| vec![Set([[0; 4]; 2]); SETS].into_boxed_slice());
-        tokenizer
-            .split(text)
-            .map(|piece| {
-                let piece = piece.as_bytes();
-                if piece.len() > SHORT {
-                    return tokenizer.bpe.count(piece);
-                }
-                let key = key_of(piece);
-                let Set(slots) = &mut sets[set_of(&key)];
-                for slot in slots.iter() {
-                    if holds(slot, &key) {
-                        return (slot[3] >> 56) as usize;
-                    }
-                }
-                // A miss: encode, keep it in the first way, the first way's piece moves to the second.
-                let count = tokenizer.bpe.count(piece);
-                slots[1] = slots[0];
-                // A piece of at most SHORT bytes has at most SHORT tokens: it fits the count byte.
-                slots[0] = [key[0], key[1], key[2], key[3] | ((count as u64) << 56)];
-                count
-            })
-            .sum()
+        let Memory { sets, search } = memories[table].get_or_insert_with(|| Memory {
+            sets: vec![Set([[0; 4]; 2]); SETS].into_boxed_slice(),
+            search: splitter.cache(),
+        });
+        let mut total = 0;
+        splitter.each_piece(search, text, |piece| {
+            total += piece_count(tokenizer, sets, piece.as_bytes());
+        });
+        total
     })
+}
+
+fn piece_count(tokenizer: &Tokenizer, sets: &mut [Set], piece: &[u8]) -> usize {
+    if piece.len() > SHORT {
+        return tokenizer.bpe.count(piece);
+    }
+    let key = key_of(piece);
+    let Set(slots) = &mut sets[set_of(&key)];
+    for slot in slots.iter() {
+        if holds(slot, &key) {
+            return (slot[3] >> 56) as usize;
+        }
+    }
+    // A miss: encode, keep it in the first way, the first way's piece moves to the second.
+    let count = tokenizer.bpe.count(piece);
+    slots[1] = slots[0];
+    // A piece of at most SHORT bytes has at most SHORT tokens: it fits the count byte.
+    slots[0] = [key[0], key[1], key[2], key[3] | ((count as u64) << 56)];
+    count
 }
 
 /// The same count without the table.

@@ -116,8 +116,12 @@ impl Encoding {
     /// The exact count of `text`, with the thread's memory of recent pieces
     /// ([`crate::core::piece_counts`]); none for the approximation.
     fn exact_count(self, text: &str) -> Option<u64> {
-        let tokenizer = self.tokenizer()?;
-        Some(piece_counts::count(tokenizer, self.index(), text) as u64)
+        let (tokenizer, splitter) = match self {
+            Encoding::O200kBase => (bpe_tables::o200k_base(), bpe_tables::o200k_splitter()),
+            Encoding::Cl100kBase => (bpe_tables::cl100k_base(), bpe_tables::cl100k_splitter()),
+            Encoding::Approximate => return None,
+        };
+        Some(piece_counts::count(tokenizer, splitter, self.index(), text) as u64)
     }
 
     /// The tokens of `text`. Text that looks like a special token (`<|endoftext|>`) is counted as
@@ -370,7 +374,7 @@ mod tests {
     }
 
     #[test]
-    fn the_memory_of_pieces_changes_no_count() {
+    fn the_splitter_and_the_memory_of_pieces_change_no_count() {
         // Many distinct short pieces (far more than a table's slots, so slots are replaced and
         // collide), repeated, mixed with long pieces, digits, CJK and whitespace runs.
         let mut text = String::new();
@@ -391,12 +395,40 @@ mod tests {
             };
             text.push_str(&word);
         }
-        for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+        let splitters = [bpe_tables::o200k_splitter(), bpe_tables::cl100k_splitter()];
+        for (encoding, splitter) in [Encoding::O200kBase, Encoding::Cl100kBase].into_iter().zip(splitters) {
             let tokenizer = encoding.tokenizer().unwrap();
+            let mut pieces = Vec::new();
+            splitter.each_piece(&mut splitter.cache(), &text, |piece| pieces.push(piece));
+            assert_eq!(
+                pieces,
+                tokenizer.split(&text).collect::<Vec<_>>(),
+                "{} pieces",
+                encoding.name()
+            );
             let expected = tokenizer.count(text.as_str()) as u64;
             assert_eq!(piece_counts::uncached(tokenizer, &text) as u64, expected);
             assert_eq!(encoding.count(&text), expected, "{} cold", encoding.name());
             assert_eq!(encoding.count(&text), expected, "{} warm", encoding.name());
+            let edges = [
+                "",
+                " ",
+                "  ",
+                "a  ",
+                "a  b",
+                " \n\n  x",
+                "x\r\n\r\n",
+                "1234567",
+                "I'VE it's",
+                "é\u{301}a",
+                "\t\t\n",
+            ];
+            for edge in edges {
+                let mut pieces = Vec::new();
+                splitter.each_piece(&mut splitter.cache(), edge, |piece| pieces.push(piece));
+                assert_eq!(pieces, tokenizer.split(edge).collect::<Vec<_>>(), "{edge:?}");
+                assert_eq!(encoding.count(edge), tokenizer.count(edge) as u64, "{edge:?}");
+            }
             for line in text.split_inclusive('!').take(500) {
                 assert_eq!(encoding.count(line), tokenizer.count(line) as u64, "{line:?}");
             }
