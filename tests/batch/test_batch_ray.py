@@ -4,6 +4,7 @@ the iterable path."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,3 +88,68 @@ def test_map_batches_reads_responses_items() -> None:
     got = {row["id"]: json.loads(row["messages"]) for row in out}
     assert [got[i] for i in range(len(data))] == expected(data)
     assert any(len(got[i]) < len(data[i]) for i in range(len(data)))
+
+
+def damaged_lines(data: list[list[dict[str, Any]]]) -> list[str]:
+    """The dataset as JSONL with bad records and blank lines among the good ones."""
+    lines = [json.dumps({"id": i, "messages": c}) for i, c in enumerate(data)]
+    lines.insert(3, '{"id": "broken", "messages": [{"role": "user"')  # not JSON
+    lines.insert(7, "")
+    lines.insert(9, json.dumps({"id": "robot", "messages": [{"role": "robot", "content": "x"}]}))
+    lines.insert(12, "   ")
+    lines.insert(15, json.dumps({"id": "nolist"}))
+    return lines
+
+
+def comparable(summary: batch.BatchSummary) -> dict[str, Any]:
+    return {k: v for k, v in dataclasses.asdict(summary).items() if k not in {"seconds", "bytes_in", "bytes_out"}}
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_a_jsonl_run_on_ray_reports_what_the_local_run_reports(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(damaged_lines(dataset(24))) + "\n", encoding="utf-8")
+    local = batch.Pipeline(STEPS).run_jsonl(source, tmp_path / "local.jsonl", errors=tmp_path / "local.errors")
+    on_ray = run(batch.Pipeline(STEPS), source, tmp_path / "ray.jsonl", errors=tmp_path / "ray.errors")
+    assert local.bad == 3
+    assert local.conversations == 24
+    assert comparable(on_ray) == comparable(local)
+    assert (tmp_path / "ray.jsonl").read_text("utf-8") == (tmp_path / "local.jsonl").read_text("utf-8")
+    errors = [json.loads(x) for x in (tmp_path / "ray.errors").read_text("utf-8").splitlines()]
+    assert errors == [json.loads(x) for x in (tmp_path / "local.errors").read_text("utf-8").splitlines()]
+    assert [e["line"] for e in errors] == [4, 10, 16]
+    assert errors[1]["path"] == "messages[0].role"
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_a_parquet_run_on_ray_reports_bad_rows_and_keeps_the_schema(tmp_path: Path) -> None:
+    texts = [x for x in damaged_lines(dataset(20)) if x.strip()]
+    source, target = tmp_path / "in.parquet", tmp_path / "out"
+    pq.write_table(pa.table({"row": list(range(len(texts))), "messages": texts}), source)
+    local = batch.Pipeline(STEPS)
+    from memci.batch.arrow import run_parquet
+
+    expected = run_parquet(local, source, tmp_path / "local.parquet", errors=tmp_path / "local.errors")
+    on_ray = run(batch.Pipeline(STEPS), source, target, errors=tmp_path / "ray.errors")
+    assert expected.bad == 3
+    assert comparable(on_ray) == comparable(expected)
+    got = pq.read_table(target).sort_by("row")
+    assert got.schema == pq.read_table(tmp_path / "local.parquet").schema
+    assert got.to_pylist() == pq.read_table(tmp_path / "local.parquet").to_pylist()
+    errors = (tmp_path / "ray.errors").read_text("utf-8")
+    assert errors == (tmp_path / "local.errors").read_text("utf-8")
+    assert [json.loads(x)["row"] for x in errors.splitlines()] == [3, 8, 13]
+
+
+def test_a_reporting_mapper_returns_every_row_and_the_batch_totals() -> None:
+    rows = [json.dumps(c) for c in dataset(6)] + ['[{"role": "user"}]']
+    table = pa.table({"messages": rows})
+    out = BatchMapper(STEPS, report=True)(table)
+    assert out.num_rows == 7
+    assert out.column("messages").to_pylist()[-1] is None
+    assert json.loads(out.column("memci_error").to_pylist()[-1])["path"] == "[0].content"
+    totals = [t for t in out.column("memci_totals").to_pylist() if t is not None]
+    assert len(totals) == 1
+    assert json.loads(totals[0])["conversations"] == 6
+    assert json.loads(totals[0])["bad"] == 1
+    assert BatchMapper(STEPS)(table).num_rows == 6  # without report: bad rows dropped, schema kept

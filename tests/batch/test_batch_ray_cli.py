@@ -34,9 +34,9 @@ def dataset(n: int) -> list[list[dict[str, object]]]:
     return out
 
 
-def run_cli(source: Path, target: Path) -> subprocess.CompletedProcess[str]:
+def run_cli(source: Path, target: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "memci", "batch", str(source), str(target), "--ray", "local", "--workers", "2"]
-    command += ["--sanitize", "--max-tokens", "60"]
+    command += ["--sanitize", "--max-tokens", "60", *extra]
     return subprocess.run(command, capture_output=True, text=True, timeout=240, check=False)
 
 
@@ -45,14 +45,25 @@ def test_jsonl_and_parquet_on_a_local_ray_match_the_local_pipeline(tmp_path: Pat
     expected = [reference(c, STEPS)[0] for c in data]
     assert any(len(e) < len(c) for e, c in zip(expected, data, strict=True))
     source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
-    source.write_text("".join(json.dumps({"id": i, "messages": c}) + "\n" for i, c in enumerate(data)), "utf-8")
-    done = run_cli(source, target)
-    assert done.returncode == 0, done.stderr
-    assert "24" in done.stdout  # the summary's conversations
+    lines = [json.dumps({"id": i, "messages": c}) for i, c in enumerate(data)]
+    lines.insert(5, json.dumps({"id": "bad", "messages": [{"role": "robot", "content": "x"}]}))
+    source.write_text("".join(line + "\n" for line in lines), "utf-8")
+    done = run_cli(source, target, "--errors", str(tmp_path / "errors.jsonl"))
+    assert done.returncode == 1, done.stderr  # some records bad
+    rows = [[cell.strip() for cell in row.split("│")[1:3]] for row in done.stdout.splitlines() if row.startswith("│")]
+    summary = dict(rows)
+    local = batch.Pipeline([*STEPS, batch.count_tokens()]).run_jsonl(source, tmp_path / "local.jsonl")
+    assert summary["conversations"] == "24"
+    assert summary["bad records"] == "1"
+    assert summary["messages out"] == f"{local.messages_out:,}"
+    assert summary["removed by sanitize"] == f"{local.removed['sanitize']:,}"
+    assert summary["tokens after"] == f"{local.tokens[0]:,}"
+    assert [json.loads(x)["line"] for x in (tmp_path / "errors.jsonl").read_text("utf-8").splitlines()] == [6]
     lines = target.read_text(encoding="utf-8").splitlines()
     assert [json.loads(x)["id"] for x in lines] == list(range(24))
     assert [json.loads(x)["messages"] for x in lines] == expected
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    assert (tmp_path / "local.jsonl").read_text("utf-8") == target.read_text("utf-8")
     parquet_in, parquet_out = tmp_path / "in.parquet", tmp_path / "out"
     pq.write_table(pa.table({"id": list(range(24)), "messages": [json.dumps(c) for c in data]}), parquet_in)
     done = run_cli(parquet_in, parquet_out)

@@ -115,16 +115,12 @@ def _progress(enabled: bool, total_label: str) -> Iterator[Callable[[int, int, i
         yield update
 
 
-def _print_summary(summary: BatchSummary, steps: list[Step], out: Any, *, on_ray: bool = False) -> None:
+def _print_summary(summary: BatchSummary, steps: list[Step], out: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title="memci batch", show_header=False)
     table.add_row("conversations", f"{summary.conversations:,}")
-    if on_ray:  # Ray workers report nothing but their output rows
-        table.add_row("time", f"{summary.seconds:,.2f} s")
-        Console(file=out).print(table)
-        return
     table.add_row("bad records", f"{summary.bad:,}")
     table.add_row("messages in", f"{summary.messages_in:,}")
     table.add_row("messages out", f"{summary.messages_out:,}")
@@ -184,7 +180,7 @@ def run_batch(args: argparse.Namespace) -> int:
         print(f"{name}: {e}", file=sys.stderr)
         return 2
     if not args.quiet:
-        _print_summary(summary, steps, sys.stdout, on_ray=bool(args.ray))
+        _print_summary(summary, steps, sys.stdout)
     return summary.exit_code
 
 
@@ -199,7 +195,7 @@ def _run_ray(pipeline: Pipeline, args: argparse.Namespace) -> BatchSummary:
     else:
         ray.init(address=args.ray, include_dashboard=False, log_to_driver=False)
     try:
-        summary = run(pipeline, args.input, args.output, column=args.column)
+        summary = run(pipeline, args.input, args.output, column=args.column, errors=args.errors)
     finally:
         ray.shutdown()
     summary.seconds = time.perf_counter() - started
