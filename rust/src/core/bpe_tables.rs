@@ -142,10 +142,13 @@ impl Splitter {
         let mut at = 0;
         while at < text.len() {
             let rest = &text[at..];
-            let Some(found) = self.regex.search_with(cache, &Input::new(rest).anchored(Anchored::Yes)) else {
+            let Some(found) = self
+                .regex
+                .search_half_with(cache, &Input::new(rest).anchored(Anchored::Yes))
+            else {
                 return;
             };
-            let mut end = found.end();
+            let mut end = found.offset();
             if self.lookahead[found.pattern().as_usize()] {
                 end -= rest[..end].chars().next_back().map_or(0, char::len_utf8);
             }
