@@ -98,10 +98,48 @@ fn build(tables: &[u8], pattern: &'static str) -> Tokenizer {
 pub struct Splitter {
     regex: regex_automata::meta::Regex,
     lookahead: [bool; 3],
+    words: Words,
 }
 
-static O200K_SPLITTER: LazyLock<Splitter> = LazyLock::new(|| Splitter::new(O200K_PATTERN));
-static CL100K_SPLITTER: LazyLock<Splitter> = LazyLock::new(|| Splitter::new(CL100K_PATTERN));
+/// How an encoding's pattern reads a plain ASCII word (with or without its leading space), the
+/// commonest piece, which the splitter recognises without the regex. Anything else, and any word
+/// that a non-ASCII character (a letter or a mark may continue it) or, for `o200k_base`, an
+/// apostrophe (a contraction may follow) ends, goes to the regex.
+#[derive(Clone, Copy)]
+enum Words {
+    /// `o200k_base`: `[A-Z]*[a-z]+`: a word ends where its lower-case run does, so `HelloWorld`
+    /// is two pieces and `HELLO` is left to the regex.
+    CaseRuns,
+    /// `cl100k_base`: `[A-Za-z]+`.
+    Letters,
+}
+
+impl Words {
+    /// The length of the ASCII word `rest` starts with, when the pattern's answer is sure.
+    fn at_start(self, rest: &[u8]) -> Option<usize> {
+        let run = |from: usize, member: fn(&u8) -> bool| from + rest[from..].iter().take_while(|b| member(b)).count();
+        let start = usize::from(rest.first() == Some(&b' '));
+        let end = match self {
+            Words::CaseRuns => {
+                let lower = run(start, u8::is_ascii_uppercase);
+                let end = run(lower, u8::is_ascii_lowercase);
+                (end > lower).then_some(end)?
+            }
+            Words::Letters => {
+                let end = run(start, u8::is_ascii_alphabetic);
+                (end > start).then_some(end)?
+            }
+        };
+        match rest.get(end) {
+            Some(&b) if b >= 0x80 => None,
+            Some(b'\'') if matches!(self, Words::CaseRuns) => None,
+            _ => Some(end),
+        }
+    }
+}
+
+static O200K_SPLITTER: LazyLock<Splitter> = LazyLock::new(|| Splitter::new(O200K_PATTERN, Words::CaseRuns));
+static CL100K_SPLITTER: LazyLock<Splitter> = LazyLock::new(|| Splitter::new(CL100K_PATTERN, Words::Letters));
 
 /// The `o200k_base` pre-tokenizer.
 pub fn o200k_splitter() -> &'static Splitter {
@@ -114,13 +152,14 @@ pub fn cl100k_splitter() -> &'static Splitter {
 }
 
 impl Splitter {
-    fn new(pattern: &'static str) -> Self {
+    fn new(pattern: &'static str, words: Words) -> Self {
         let patterns = patterns(pattern);
         let regex = regex_automata::meta::Regex::new_many(&patterns.map(|(p, _)| p))
             .expect("the pre-tokenizing patterns compile");
         Self {
             regex,
             lookahead: patterns.map(|(_, lookahead)| lookahead),
+            words,
         }
     }
 
@@ -131,7 +170,9 @@ impl Splitter {
 
     /// Call `piece` with each piece of `text`, in order: the longest match of the patterns
     /// anchored where the last piece ended, less its look-ahead character for the look-ahead
-    /// pattern. The pieces are the [`Tokenizer`]'s (`tokens::tests` checks it).
+    /// pattern; a plain ASCII word is read without the regex ([`Words`]). The pieces are the
+    /// [`Tokenizer`]'s (`tokens::tests` checks it, on random text over the characters where the
+    /// rules differ).
     pub fn each_piece<'t>(
         &self,
         cache: &mut regex_automata::meta::Cache,
@@ -142,6 +183,11 @@ impl Splitter {
         let mut at = 0;
         while at < text.len() {
             let rest = &text[at..];
+            if let Some(end) = self.words.at_start(rest.as_bytes()) {
+                piece(&rest[..end]);
+                at += end;
+                continue;
+            }
             let Some(found) = self
                 .regex
                 .search_half_with(cache, &Input::new(rest).anchored(Anchored::Yes))

@@ -436,6 +436,40 @@ mod tests {
     }
 
     #[test]
+    fn the_splitter_reads_words_as_the_pattern_does() {
+        // Random short texts over the characters where a word's end is decided: both cases,
+        // apostrophes and contractions, digits, spaces and newlines, punctuation, non-ASCII
+        // letters of both cases, a combining mark, CJK, an emoji.
+        const ALPHABET: [&str; 24] = [
+            "a", "b", "Z", "Q", " ", " ", "'", "'s", "'LL", "1", "42", "\n", "\r\n", "\t", ".", "(", "/", "é", "É",
+            "\u{301}", "漢", "😀", "ǅ", "ʰ",
+        ];
+        let splitters = [bpe_tables::o200k_splitter(), bpe_tables::cl100k_splitter()];
+        let tokenizers = [
+            Encoding::O200kBase.tokenizer().unwrap(),
+            Encoding::Cl100kBase.tokenizer().unwrap(),
+        ];
+        let mut seed = 11u64;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % n
+        };
+        for _ in 0..20_000 {
+            let len = next(16);
+            let text: String = (0..len)
+                .map(|_| ALPHABET[next(ALPHABET.len() as u64) as usize])
+                .collect();
+            for (splitter, tokenizer) in splitters.iter().zip(tokenizers) {
+                let mut pieces = Vec::new();
+                splitter.each_piece(&mut splitter.cache(), &text, |piece| pieces.push(piece));
+                assert_eq!(pieces, tokenizer.split(&text).collect::<Vec<_>>(), "{text:?}");
+            }
+        }
+    }
+
+    #[test]
     fn counts_known_texts_exactly() {
         assert_eq!(Encoding::Cl100kBase.count("hello world"), 2);
         assert_eq!(Encoding::O200kBase.count("hello world"), 2);
