@@ -95,7 +95,16 @@ class ContentsEntry:
     archived_round: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "entry_summaries": list(self.entry_summaries)}
+        # Field by field, not dataclasses.asdict: a save writes every entry, and asdict's deep copy
+        # made that most of a save's time.
+        return {
+            "index": self.index,
+            "summary": self.summary,
+            "entry_summaries": list(self.entry_summaries),
+            "recall_count": self.recall_count,
+            "last_recall_round": self.last_recall_round,
+            "archived_round": self.archived_round,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +120,14 @@ class DroppedEntry:
     rule: Rule
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            "index": self.index,
+            "recall_count": self.recall_count,
+            "last_recall_round": self.last_recall_round,
+            "archived_round": self.archived_round,
+            "dropped_round": self.dropped_round,
+            "rule": self.rule,
+        }
 
 
 @dataclass(frozen=True, slots=True)
