@@ -1,0 +1,352 @@
+"""memci.integrations.openai_agents.MemciSession with the real Agents SDK, offline.
+
+The SDK's own session tests run an agent on a scripted model through ``Runner.run``, ``run_sync``
+and ``run_streamed`` with a session, then read the session back; so do these, with a scripted
+model of our own (``ScriptModel``, the SDK's ``Model`` interface) and with each scenario run on the
+SDK's ``SQLiteSession`` too where it applies: the same assertions pass on both, which is what a
+drop-in means.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents", reason="openai-agents is not installed (pip install 'memci[openai-agents]')")
+
+import memci
+from agents import Agent, Runner, SQLiteSession, function_tool, set_tracing_disabled
+from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
+from agents.memory import Session, SessionSettings
+from agents.models.interface import Model
+from agents.usage import Usage
+from memci.integrations.openai_agents import MemciSession
+from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+set_tracing_disabled(True)  # offline: no trace is exported
+
+# ---- a scripted model --------------------------------------------------------------------------------
+
+
+def reply(text: str, *, item_id: str = "msg") -> ResponseOutputMessage:
+    return ResponseOutputMessage(
+        id=item_id,
+        type="message",
+        role="assistant",
+        status="completed",
+        content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
+    )
+
+
+def call(name: str, arguments: dict[str, Any], call_id: str) -> ResponseFunctionToolCall:
+    return ResponseFunctionToolCall(
+        id=f"fc_{call_id}", type="function_call", call_id=call_id, name=name, arguments=json.dumps(arguments)
+    )
+
+
+class ScriptModel(Model):
+    """Answers each model call with the next scripted turn (a list of output items) and records
+    the input it was given, streamed or not."""
+
+    def __init__(self, *turns: list[Any]) -> None:
+        self.turns = list(turns)
+        self.inputs: list[list[Any]] = []
+
+    def enqueue(self, *turns: list[Any]) -> None:
+        self.turns.extend(turns)
+
+    def _next(self, input: str | list[TResponseInputItem]) -> list[Any]:
+        self.inputs.append([{"role": "user", "content": input}] if isinstance(input, str) else list(input))
+        if not self.turns:
+            raise AssertionError("the model was called more often than scripted")
+        return self.turns.pop(0)
+
+    async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> ModelResponse:
+        return ModelResponse(output=self._next(input), usage=Usage(), response_id=None)
+
+    async def stream_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        output = self._next(input)
+        response = Response(
+            id="resp",
+            created_at=0,
+            model="script",
+            object="response",
+            output=output,
+            tool_choice="auto",
+            tools=[],
+            top_p=None,
+            parallel_tool_calls=False,
+            status="completed",
+        )
+        yield ResponseCompletedEvent(type="response.completed", response=response, sequence_number=0)
+
+
+def run_sync_in_thread(agent: Agent[Any], text: str, session: Session) -> Any:
+    # run_sync needs a thread without a running loop; it runs on the thread's loop, closed after.
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        return Runner.run_sync(agent, text, session=session)
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+async def run(method: str, agent: Agent[Any], text: str, session: Session) -> Any:
+    if method == "run":
+        return await Runner.run(agent, text, session=session)
+    if method == "run_sync":
+        return await asyncio.to_thread(run_sync_in_thread, agent, text, session)
+    result = Runner.run_streamed(agent, text, session=session)
+    async for _ in result.stream_events():
+        pass
+    return result
+
+
+# ---- the sessions compared ----------------------------------------------------------------------------
+
+SessionFactory = Callable[..., Session]
+
+
+def memci_session(session_id: str, db_path: str | Path = ":memory:", **options: Any) -> Session:
+    return MemciSession(session_id, db_path, **options)
+
+
+def sqlite_session(session_id: str, db_path: str | Path = ":memory:", **options: Any) -> Session:
+    return SQLiteSession(session_id, db_path, **options)
+
+
+@pytest.fixture(params=[memci_session, sqlite_session], ids=["MemciSession", "SQLiteSession"])
+def make_session(request: pytest.FixtureRequest) -> SessionFactory:
+    return request.param  # type: ignore[no-any-return]
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def assistant(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+WEATHER = [
+    user("What's the weather in Paris?"),
+    {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris"}'},
+    {"type": "function_call_output", "call_id": "call_1", "output": "Sunny, 21°C."},
+    assistant("It is sunny in Paris, 21°C."),
+]
+
+
+# ---- the SDK's session scenarios, on both ---------------------------------------------------------------
+
+
+def test_memci_session_is_an_sdk_session() -> None:
+    assert isinstance(MemciSession("s"), Session)
+
+
+@pytest.mark.parametrize("method", ["run", "run_sync", "run_streamed"])
+async def test_the_runner_reads_and_writes_the_session(
+    method: str, make_session: SessionFactory, tmp_path: Path
+) -> None:
+    session = make_session("chat", tmp_path / "chat.db")
+    model = ScriptModel([reply("San Francisco")], [reply("California")])
+    agent = Agent(name="test", model=model)
+    first = await run(method, agent, "What city is the Golden Gate Bridge in?", session)
+    assert first.final_output == "San Francisco"
+    second = await run(method, agent, "What state is it in?", session)
+    assert second.final_output == "California"
+    # The second model call was given the first turn, then the new question.
+    sent = model.inputs[-1]
+    assert [item.get("content") for item in sent if item.get("role") == "user"] == [
+        "What city is the Golden Gate Bridge in?",
+        "What state is it in?",
+    ]
+    stored = await session.get_items()
+    assert [item.get("role") for item in stored] == ["user", "assistant", "user", "assistant"]
+    assert stored[1]["content"][0]["text"] == "San Francisco"
+
+
+async def test_a_tool_turn_is_stored_whole_and_in_order(make_session: SessionFactory) -> None:
+    @function_tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return f"Sunny in {city}."
+
+    session = make_session("tools")
+    model = ScriptModel([call("get_weather", {"city": "Paris"}, "call_1")], [reply("It is sunny.")])
+    agent = Agent(name="test", model=model, tools=[get_weather])
+    result = await Runner.run(agent, "Weather in Paris?", session=session)
+    assert result.final_output == "It is sunny."
+    stored = await session.get_items()
+    assert [item.get("type") or item.get("role") for item in stored] == [
+        "user",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
+    assert stored[2]["output"] == "Sunny in Paris."
+    assert stored[1]["call_id"] == stored[2]["call_id"] == "call_1"
+
+
+@pytest.mark.parametrize("limit", [None, 0, 1, 2, 3, 4, 9, -1])
+async def test_get_items_limit_is_the_latest_n_in_order(make_session: SessionFactory, limit: int | None) -> None:
+    session = make_session("limits")
+    await session.add_items(WEATHER[:1])
+    await session.add_items(WEATHER[1:])
+    expected = {None: WEATHER, 0: [], 9: WEATHER, -1: WEATHER}.get(limit, WEATHER[len(WEATHER) - (limit or 0) :])
+    assert await session.get_items(limit) == expected
+
+
+async def test_the_settings_limit_is_the_default(make_session: SessionFactory) -> None:
+    session = make_session("settings", session_settings=SessionSettings(limit=2))
+    await session.add_items(WEATHER)
+    assert await session.get_items() == WEATHER[2:]
+    assert await session.get_items(3) == WEATHER[1:]
+
+
+async def test_pop_returns_the_newest_item_then_none(make_session: SessionFactory) -> None:
+    session = make_session("pop")
+    assert await session.pop_item() is None
+    await session.add_items(WEATHER[:2])
+    await session.add_items(WEATHER[2:])
+    popped = [await session.pop_item() for _ in range(5)]
+    assert popped == [*reversed(WEATHER), None]
+    assert await session.get_items() == []
+    await session.add_items(WEATHER[:1])
+    assert await session.get_items() == WEATHER[:1]
+
+
+async def test_pop_then_add_then_reopen(make_session: SessionFactory, tmp_path: Path) -> None:
+    db = tmp_path / "chat.db"
+    session = make_session("undo", db)
+    await session.add_items(WEATHER[:3])
+    await session.add_items([assistant("first answer")])
+    assert await session.pop_item() == assistant("first answer")
+    assert await session.pop_item() == WEATHER[2]
+    await session.add_items(WEATHER[2:])
+    reopened = make_session("undo", db)
+    assert await reopened.get_items() == WEATHER
+    assert await reopened.pop_item() == WEATHER[-1]
+    assert await session.get_items() == WEATHER[:-1]  # the first object sees the second's pop
+
+
+async def test_clear_empties_one_session_only(make_session: SessionFactory, tmp_path: Path) -> None:
+    db = tmp_path / "many.db"
+    alice, bob = make_session("alice", db), make_session("bob", db)
+    await alice.add_items(WEATHER)
+    await bob.add_items([user("hi"), assistant("hello")])
+    await alice.clear_session()
+    assert await alice.get_items() == []
+    assert await bob.get_items() == [user("hi"), assistant("hello")]
+    assert await make_session("bob", db).get_items() == [user("hi"), assistant("hello")]
+    await alice.add_items(WEATHER[:1])
+    assert await make_session("alice", db).get_items() == WEATHER[:1]
+
+
+async def test_in_memory_sessions_are_their_own(make_session: SessionFactory) -> None:
+    first, second = make_session("same"), make_session("same")
+    await first.add_items(WEATHER)
+    assert await second.get_items() == []
+
+
+async def test_the_runner_continues_a_reopened_session(make_session: SessionFactory, tmp_path: Path) -> None:
+    db = tmp_path / "chat.db"
+    model = ScriptModel([reply("Nice to meet you, Ada.")], [reply("Your name is Ada.")])
+    agent = Agent(name="test", model=model)
+    await Runner.run(agent, "My name is Ada.", session=make_session("ada", db))
+    result = await Runner.run(agent, "What is my name?", session=make_session("ada", db))
+    assert result.final_output == "Your name is Ada."
+    assert model.inputs[-1][0] == {"role": "user", "content": "My name is Ada."}
+
+
+# ---- memci's own: exact round trips, budgets, stores ----------------------------------------------------
+
+
+async def test_items_round_trip_exactly() -> None:
+    items = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hello"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "thinking"}]},
+        {"id": "fc_1", "type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "status": "completed"},
+        {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "done"}]},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "q"}},
+        {"role": "assistant", "content": "ünïcødé 東京", "extra": {"nested": [1, 2.5, True, None]}},
+    ]
+    session = MemciSession("exact")
+    await session.add_items(items)
+    got = await session.get_items()
+    assert got == items
+    assert [list(item) for item in got] == [list(item) for item in items]  # key order too
+    got[0]["content"] = "mutated"
+    assert await session.get_items() == items  # what was returned is a copy
+
+
+async def test_a_bad_item_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    session = MemciSession("bad", tmp_path / "chat.db")
+    await session.add_items(WEATHER[:1])
+    with pytest.raises(memci.InvalidMessageError, match=r"messages\[1\]\.call_id"):
+        await session.add_items([assistant("fine"), {"type": "function_call", "name": "f"}])
+    assert await session.get_items() == WEATHER[:1]
+    assert await MemciSession("bad", tmp_path / "chat.db").get_items() == WEATHER[:1]
+
+
+@pytest.mark.parametrize("budget", range(0, 120, 7))
+async def test_a_budget_never_splits_a_call_from_its_output(budget: int) -> None:
+    session = MemciSession("budget", max_tokens=budget)
+    history = [*WEATHER, user("And in Rome?"), *WEATHER[1:3], assistant("Also sunny.")]
+    await session.add_items(history)
+    sent = await session.get_items()
+    assert sent == history[len(history) - len(sent) :]  # the newest items, as they were
+    assert memci.validate_messages(sent).valid
+    assert memci.tokens.count_messages(sent) <= budget
+    fuller = await MemciSession("budget", max_tokens=budget + 200, storage=session.storage).get_items()
+    assert len(fuller) >= len(sent)
+    assert await session.get_items() == sent  # reading trims nothing stored
+    assert len(await MemciSession("budget", storage=session.storage).get_items()) == len(history)
+
+
+def test_bad_options_are_named() -> None:
+    with pytest.raises(memci.InvalidOperationError, match="max_tokens"):
+        MemciSession("s", max_tokens=-1)
+    with pytest.raises(memci.InvalidOperationError, match="session_id"):
+        MemciSession(42)  # type: ignore[arg-type]
+    with pytest.raises(memci.InvalidOperationError, match="paged"):
+        MemciSession("s").tools()
+
+
+async def test_many_sessions_on_one_redis(redis_url: str) -> None:
+    def on_redis(session_id: str) -> MemciSession:
+        return MemciSession(session_id, storage=memci.RedisStorage(redis_url, prefix=f"test-agents:{session_id}:"))
+
+    alice, bob = on_redis("alice"), on_redis("bob")
+    await alice.add_items(WEATHER)
+    await bob.add_items([user("hi")])
+    assert await on_redis("alice").get_items() == WEATHER
+    assert await on_redis("bob").pop_item() == user("hi")
+    assert await bob.get_items() == []
+    await alice.clear_session()
+    assert await on_redis("alice").get_items() == []
+
+
+async def test_an_async_store_works_too(tmp_path: Path) -> None:
+    pytest.importorskip("aiosqlite")
+    store = memci.AsyncSqliteStorage(tmp_path / "async.db", namespace="chat")
+    session = MemciSession("chat", storage=store)
+    await session.add_items(WEATHER)
+    assert await session.pop_item() == WEATHER[-1]
+    await store.close()
+    # The same file and namespace, through the sync store a db_path session opens.
+    assert await MemciSession("chat", tmp_path / "async.db").get_items() == WEATHER[:-1]
