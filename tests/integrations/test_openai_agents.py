@@ -350,3 +350,83 @@ async def test_an_async_store_works_too(tmp_path: Path) -> None:
     await store.close()
     # The same file and namespace, through the sync store a db_path session opens.
     assert await MemciSession("chat", tmp_path / "async.db").get_items() == WEATHER[:-1]
+
+
+# ---- the paged mode --------------------------------------------------------------------------------------
+
+
+def texts(items: list[Any]) -> str:
+    return json.dumps(items, ensure_ascii=False)
+
+
+@pytest.mark.parametrize("method", ["run", "run_sync", "run_streamed"])
+async def test_the_agent_recalls_an_archived_turn_through_the_sdk(method: str, tmp_path: Path) -> None:
+    db = tmp_path / "paged.db"
+    session = MemciSession("paged", db, paged=True, active_pages=1)
+    model = ScriptModel(
+        [reply("Sunny in Paris.")],
+        [reply("Rainy in Rome.")],
+        [call("recall_page", {"page_index": 1}, "recall_1")],
+        [reply("You first asked about Paris.")],
+    )
+    agent = Agent(name="test", model=model, tools=session.tools())
+    for question in ["Weather in Paris?", "And in Rome?", "What did I ask first?"]:
+        await run(method, agent, question, session)
+    # Turn 3 was sent the contents page, not page 1 itself.
+    third = model.inputs[2]
+    assert "[page 1] Weather in Paris?" in texts(third)
+    assert "Sunny in Paris." not in [item.get("content") for item in third]
+    assert not any(item.get("content") == "Weather in Paris?" for item in third)
+    # The SDK ran memci's recall_page; the model's next call had page 1 back, whole.
+    output = next(item for item in model.inputs[3] if item.get("type") == "function_call_output")
+    recalled = json.loads(output["output"])
+    assert recalled["page"] == 1
+    assert recalled["messages"][0] == {"content": "Weather in Paris?", "role": "user"}
+    assert recalled["messages"][1]["content"][0]["text"] == "Sunny in Paris."
+    # Saved: a new session object on the file sees the window, the recall counted.
+    window = await MemciSession("paged", db, paged=True).get_items()
+    assert "[page 1] Weather in Paris? (recalled 1x)" in texts(window)
+    assert [item.get("type") for item in window[-3:]] == ["function_call", "function_call_output", "message"]
+
+
+async def test_list_pages_through_the_sdk_and_a_refusal_never_raises() -> None:
+    session = MemciSession("listing", paged=True, active_pages=1)
+    await session.add_items([user("first question"), assistant("first answer")])
+    await session.add_items([user("second question"), assistant("second answer")])
+    model = ScriptModel(
+        [call("list_pages", {"limit": 5}, "c1"), call("recall_page", {"page_index": 99}, "c2")],
+        [reply("done")],
+    )
+    agent = Agent(name="test", model=model, tools=session.tools())
+    await Runner.run(agent, "What pages are there?", session=session)
+    sent = model.inputs[1]
+    outputs = {item["call_id"]: item["output"] for item in sent if item.get("type") == "function_call_output"}
+    # The SDK saved the new question before the model ran: page 3 opened, page 2 left the window.
+    assert [listing["index"] for listing in json.loads(outputs["c1"])] == [2, 1]
+    assert "page 99 does not exist" in outputs["c2"]
+
+
+async def test_paged_limit_pop_and_clear(tmp_path: Path) -> None:
+    session = MemciSession("ops", tmp_path / "ops.db", paged=True, active_pages=2)
+    assert await session.get_items() == []
+    assert await session.pop_item() is None
+    await session.add_items(WEATHER)
+    await session.add_items([user("And in Rome?"), assistant("Rainy.")])
+    window = await session.get_items()
+    assert window[1:] == [*WEATHER, user("And in Rome?"), assistant("Rainy.")]  # after the recall note
+    assert window[0]["role"] == "system"
+    assert await session.get_items(limit=1) == [window[0], assistant("Rainy.")]
+    assert await session.pop_item() == assistant("Rainy.")
+    assert await MemciSession("ops", tmp_path / "ops.db", paged=True).get_items() == window[:-1]
+    await session.clear_session()
+    assert await session.get_items() == []
+    assert await MemciSession("ops", tmp_path / "ops.db", paged=True).get_items() == []
+
+
+async def test_a_session_id_keeps_its_mode(tmp_path: Path) -> None:
+    await MemciSession("mode", tmp_path / "m.db").add_items(WEATHER)
+    with pytest.raises(memci.StateError, match="full-history"):
+        await MemciSession("mode", tmp_path / "m.db", paged=True).get_items()
+    await MemciSession("paged", tmp_path / "m.db", paged=True).add_items(WEATHER)
+    with pytest.raises(memci.StateError, match="paged=True"):
+        await MemciSession("paged", tmp_path / "m.db").get_items()

@@ -258,6 +258,7 @@ class MemciSession:
         self.max_tokens = max_tokens
         self.encoding = encoding
         self.paged = paged
+        self._owns_store = storage is None
         if storage is None:
             storage = MemoryStorage() if str(db_path) == ":memory:" else SqliteStorage(db_path, namespace=session_id)
         self.storage = storage
@@ -297,13 +298,19 @@ class MemciSession:
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The history to send: the latest ``limit`` items in order (None: the session settings'
         limit, else all). Full history: the items as added (the newest that fit ``max_tokens``,
-        with one); paged: the window, the contents page included. O(n) for n items returned."""
+        with one); paged: the window, its leading system messages (the recall tools' note, the
+        contents page) always, then the latest ``limit`` items of the active pages; ``[]`` while
+        the session holds nothing. O(n) for n items returned."""
         session_limit = resolve_session_limit(limit, self.session_settings)
 
         async def work() -> list[Any]:
             if self._paged is not None:
                 ctx = await self._paged.refresh()
-                return _limited(await ctx.build_messages(), session_limit)
+                if not (await ctx.pages()) and not (await ctx.contents()):
+                    return []  # nothing to send: not even the recall tools' note
+                window: list[Any] = await ctx.build_messages()
+                head = next((i for i, item in enumerate(window) if item.get("role") != "system"), len(window))
+                return window[:head] + _limited(window[head:], session_limit)
             history = self._history
             assert history is not None
             await history.refresh()
@@ -417,5 +424,5 @@ class MemciSession:
 
     def close(self) -> None:
         """Close the store this session opened (a ``storage=`` given is the caller's to close)."""
-        if str(self.db_path) != ":memory:" and isinstance(self.storage, SqliteStorage):
+        if self._owns_store:
             self.storage.close()
