@@ -33,6 +33,7 @@ from openai.types.responses import (
     ResponseOutputMessage,
     ResponseOutputText,
 )
+from test_docs import python_blocks
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 set_tracing_disabled(True)  # offline: no trace is exported
@@ -430,3 +431,61 @@ async def test_a_session_id_keeps_its_mode(tmp_path: Path) -> None:
     await MemciSession("paged", tmp_path / "m.db", paged=True).add_items(WEATHER)
     with pytest.raises(memci.StateError, match="paged=True"):
         await MemciSession("paged", tmp_path / "m.db").get_items()
+
+
+async def test_two_objects_racing_on_one_session_lose_no_item(tmp_path: Path) -> None:
+    db = tmp_path / "race.db"
+    first, second = MemciSession("race", db), MemciSession("race", db)
+
+    async def writer(session: MemciSession, name: str) -> None:
+        for number in range(15):
+            await session.add_items([user(f"{name} {number}")])
+
+    await asyncio.gather(writer(first, "a"), writer(second, "b"))
+    stored = [item["content"] for item in await MemciSession("race", db).get_items()]
+    assert sorted(stored) == sorted([f"a {n}" for n in range(15)] + [f"b {n}" for n in range(15)])
+    assert [text for text in stored if text.startswith("a")] == [f"a {n}" for n in range(15)]  # each in order
+    assert await first.get_items() == await second.get_items()
+
+
+class RacedStore(memci.MemoryStorage):
+    """A memory store that runs ``rival`` (another writer's whole call) just before the next save."""
+
+    rival: Callable[[], None] | None = None
+
+    def save_state(self, state: dict[str, Any], pages: Any = ()) -> None:
+        rival, self.rival = self.rival, None
+        if rival is not None:
+            rival()
+        super().save_state(state, pages)
+
+
+@pytest.mark.parametrize("paged", [False, True])
+async def test_a_save_that_lost_a_race_is_redone_on_the_winners_history(paged: bool) -> None:
+    store = RacedStore()
+    mine, theirs = MemciSession("s", storage=store, paged=paged), MemciSession("s", storage=store, paged=paged)
+    await mine.add_items([user("first")])
+    # Between this call's read and its save, the other object adds an item (on a loop of its own).
+    store.rival = lambda: asyncio.run(theirs.add_items([user("theirs")]))
+    await mine.add_items([user("mine")])
+    assert store.rival is None  # the race happened
+    expected = [user("first"), user("theirs"), user("mine")]
+    for session in (mine, theirs, MemciSession("s", storage=store, paged=paged)):
+        got = await session.get_items()
+        assert [item for item in got if item.get("role") != "system"] == expected
+
+
+# ---- the docs page's examples run ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("page", ["integrations/openai-agents.md"])
+def test_the_docs_page_examples_run(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = ROOT / "docs" / page
+    blocks = python_blocks(path)
+    assert len(blocks) >= 3
+    namespace: dict[str, object] = {"__name__": "docs_openai_agents"}
+    for number, (requires, block) in enumerate(blocks, 1):
+        for module in requires:
+            pytest.importorskip(module)
+        exec(compile(block, f"docs/{page} block {number}", "exec"), namespace)
