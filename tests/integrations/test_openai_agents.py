@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("agents", reason="openai-agents is not installed (pip install 'memci[openai-agents]')")
 
@@ -203,13 +206,18 @@ async def test_a_tool_turn_is_stored_whole_and_in_order(make_session: SessionFac
     assert stored[1]["call_id"] == stored[2]["call_id"] == "call_1"
 
 
-@pytest.mark.parametrize("limit", [None, 0, 1, 2, 3, 4, 9, -1])
-async def test_get_items_limit_is_the_latest_n_in_order(make_session: SessionFactory, limit: int | None) -> None:
+# (limit, the index of the first item returned of the 4); None for none returned.
+LIMITS = [(None, 0), (0, None), (1, 3), (2, 2), (3, 1), (4, 0), (5, 0), (9, 0), (-1, 0)]
+
+
+@pytest.mark.parametrize(("limit", "first"), LIMITS)
+async def test_get_items_limit_is_the_latest_n_in_order(
+    make_session: SessionFactory, limit: int | None, first: int | None
+) -> None:
     session = make_session("limits")
     await session.add_items(WEATHER[:1])
     await session.add_items(WEATHER[1:])
-    expected = {None: WEATHER, 0: [], 9: WEATHER, -1: WEATHER}.get(limit, WEATHER[len(WEATHER) - (limit or 0) :])
-    assert await session.get_items(limit) == expected
+    assert await session.get_items(limit) == ([] if first is None else WEATHER[first:])
 
 
 async def test_the_settings_limit_is_the_default(make_session: SessionFactory) -> None:
@@ -272,6 +280,63 @@ async def test_the_runner_continues_a_reopened_session(make_session: SessionFact
     result = await Runner.run(agent, "What is my name?", session=make_session("ada", db))
     assert result.final_output == "Your name is Ada."
     assert model.inputs[-1][0] == {"role": "user", "content": "My name is Ada."}
+
+
+# ---- SQLiteSession as the reference model -------------------------------------------------------------
+
+TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
+ITEM = st.one_of(
+    st.builds(user, TEXT),
+    st.builds(assistant, TEXT),
+    st.builds(
+        lambda call_id, name: {"type": "function_call", "call_id": call_id, "name": name, "arguments": "{}"},
+        TEXT,
+        TEXT,
+    ),
+    st.builds(
+        lambda call_id, output: {"type": "function_call_output", "call_id": call_id, "output": output}, TEXT, TEXT
+    ),
+)
+OPERATION = st.one_of(
+    st.tuples(st.just("add"), st.lists(ITEM, max_size=3)),
+    st.tuples(st.just("get"), st.none() | st.integers(-2, 6)),
+    st.just(("pop",)),
+    st.just(("clear",)),
+    st.just(("reopen",)),
+)
+
+
+@settings(max_examples=60)
+@given(st.lists(OPERATION, max_size=20))
+def test_every_call_answers_as_sqlite_session_does(operations: list[tuple[Any, ...]]) -> None:
+    async def play(folder: Path) -> None:
+        db = folder / "both.db"
+        sessions: list[Any] = [SQLiteSession("s", db), MemciSession("s", db)]
+        for operation in operations:
+            if operation[0] == "reopen":
+                for session in sessions:
+                    session.close()
+                sessions = [SQLiteSession("s", db), MemciSession("s", db)]
+                continue
+            answers = []
+            for session in sessions:
+                if operation[0] == "add":
+                    answers.append(await session.add_items(operation[1]))
+                elif operation[0] == "get":
+                    answers.append(await session.get_items(operation[1]))
+                elif operation[0] == "pop":
+                    answers.append(await session.pop_item())
+                else:
+                    answers.append(await session.clear_session())
+            assert answers[0] == answers[1], operation
+            reopened = MemciSession("s", db)  # what each call saved is what a new object loads
+            assert await reopened.get_items() == await sessions[0].get_items()
+            reopened.close()
+        for session in sessions:
+            session.close()
+
+    with tempfile.TemporaryDirectory() as folder:
+        asyncio.run(play(Path(folder)))
 
 
 # ---- memci's own: exact round trips, budgets, stores ----------------------------------------------------

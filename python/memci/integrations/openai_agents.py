@@ -61,7 +61,7 @@ def _limited(items: list[Any], limit: int | None) -> list[Any]:
     0 none, a negative limit all (SQLite's ``LIMIT -1``)."""
     if limit is None or limit < 0:
         return items
-    return items[len(items) - limit :] if limit else []
+    return items[max(0, len(items) - limit) :] if limit else []
 
 
 class _History:
@@ -96,11 +96,12 @@ class _History:
                 "(was this session_id used with paged=True?)"
             )
         runs = [] if state is None else [list(run) for run in state.get("runs", [])]
+        pages = await self._read([index for first, last, _ in runs for index in range(first, last + 1)])
         sizes: dict[int, int] = {}
         items: list[dict[str, Any]] = []
         for first, last, kept in runs:
             for index in range(first, last + 1):
-                page = await self.store.get_page(index)
+                page = pages[index]
                 if page is None:
                     raise StateError(f"MemciSession: the state names page {index}, which the store does not hold")
                 messages = page["messages"]
@@ -110,6 +111,15 @@ class _History:
         self.runs, self.sizes, self.revision = runs, sizes, revision
         self.pages_through = 0 if state is None else state.get("pages_through", 0)
         self.forgotten_through = 0 if state is None else state.get("forgotten_through", 0)
+
+    async def _read(self, indices: list[int]) -> dict[int, dict[str, Any] | None]:
+        """The pages of ``indices``: a sync store (this session's own ``ThreadedStorage``) reads
+        them all in one worker thread, an async store one awaited call each."""
+        store = self.store
+        if isinstance(store, ThreadedStorage):
+            sync = store.store
+            return await asyncio.to_thread(lambda: {index: sync.get_page(index) for index in indices})
+        return {index: await store.get_page(index) for index in indices}
 
     def _state(self, runs: list[list[int]], pages_through: int, forgotten_through: int) -> dict[str, Any]:
         state: dict[str, Any] = {
