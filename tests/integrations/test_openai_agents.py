@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -416,6 +417,46 @@ async def test_an_async_store_works_too(tmp_path: Path) -> None:
     await store.close()
     # The same file and namespace, through the sync store a db_path session opens.
     assert await MemciSession("chat", tmp_path / "async.db").get_items() == WEATHER[:-1]
+
+
+@pytest.mark.parametrize("paged", [False, True])
+async def test_sdk_objects_are_stored_as_their_dump_and_bad_batches_change_nothing(paged: bool) -> None:
+    session = MemciSession("objects", paged=paged)
+    answer = reply("Hello.")
+    await session.add_items([user("Hi"), answer])  # type: ignore[list-item]
+    before = await session.get_items()
+    assert before[-1] == answer.model_dump(mode="json", exclude_unset=True)
+    with pytest.raises(memci.InvalidOperationError, match="list of items"):
+        await session.add_items(user("not in a list"))  # type: ignore[arg-type]
+    with pytest.raises(memci.InvalidMessageError, match=r"messages\[1\]"):
+        await session.add_items([user("next"), {"role": "nobody", "content": "?"}])
+    assert await session.get_items() == before
+
+
+async def test_a_state_naming_a_missing_page_is_a_state_error(tmp_path: Path) -> None:
+    db = tmp_path / "chat.db"
+    session = MemciSession("gone", db)
+    await session.add_items(WEATHER[:2])
+    await session.add_items(WEATHER[2:])
+    session.close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM memci_pages WHERE namespace = 'gone' AND page_index = 1")
+    with pytest.raises(memci.StateError, match="page 1"):
+        await MemciSession("gone", db).get_items()
+
+
+async def test_close_closes_only_the_store_the_session_opened(tmp_path: Path) -> None:
+    owned = MemciSession("s", tmp_path / "owned.db")
+    await owned.add_items(WEATHER)
+    owned.close()
+    with pytest.raises(memci.StorageError, match="closed"):
+        await owned.get_items()
+    given = memci.SqliteStorage(tmp_path / "given.db", namespace="s")
+    session = MemciSession("s", storage=given)
+    await session.add_items(WEATHER)
+    session.close()
+    assert given.load_state() is not None  # still open: the caller's to close
+    given.close()
 
 
 # ---- the paged mode --------------------------------------------------------------------------------------

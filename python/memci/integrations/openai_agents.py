@@ -37,6 +37,7 @@ from memci.array import MessageArray
 from memci.context.async_system import AnySummarizer, AsyncContextSystem
 from memci.context.recall import LIST_PAGES, RECALL_PAGE, tool_definitions
 from memci.errors import ConflictError, InvalidOperationError, StateError
+from memci.formats import dumped
 from memci.storage.async_protocol import AsyncStorage
 from memci.storage.memory import MemoryStorage
 from memci.storage.protocol import Storage
@@ -339,17 +340,21 @@ class MemciSession:
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Add items at the end, all or none (a bad item raises a ``MemciError`` naming it). Full
         history: one commit of the new items and a small state, O(len(items)); paged: the window
-        takes them (a user message opens a page and ends the round), then the system is saved."""
-        batch = [dict(item) for item in items]
+        takes them (a batch holding a user message then ends the round), then the system is saved.
+        SDK objects are taken as their ``model_dump``, as everywhere in memci."""
+        if not isinstance(items, list | tuple):
+            raise InvalidOperationError(f"add_items: items must be a list of items, got {type(items).__name__}")
+        batch: list[Any] = [dumped(item) for item in items]  # an SDK object as the dict it sends
         if not batch:
             return
+        opens_turn = any(isinstance(item, dict) and item.get("role") == "user" for item in batch)
 
         async def work() -> None:
             if self._paged is not None:
                 ctx = await self._paged.refresh()
-                if any(item.get("role") == "user" for item in batch) and (await ctx.pages()):
+                await ctx.extend(batch)  # all or nothing
+                if opens_turn:
                     await ctx.end_round()
-                await ctx.extend(batch)
                 await self._paged.saved(ctx)
                 return
             history = self._history
