@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from agents.items import TResponseInputItem
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
-from agents.tool import FunctionTool
+from agents.tool import FunctionTool, Tool
 from agents.tool_context import ToolContext
 
 from memci.array import MessageArray
@@ -401,7 +401,7 @@ class MemciSession:
 
     # ---- the paged mode's tools ----------------------------------------------------------------------
 
-    def tools(self) -> list[FunctionTool]:
+    def tools(self) -> list[Tool]:
         """The recall tools as the SDK's function tools (``recall_page``, ``list_pages``), for the
         agent's ``tools=``; paged mode only. A call is answered by the context system: a page's
         messages, a listing, or a refusal or error text the model reads (never an exception)."""
