@@ -221,8 +221,9 @@ async def test_get_items_limit_is_the_latest_n_in_order(
     assert await session.get_items(limit) == ([] if first is None else WEATHER[first:])
 
 
-async def test_the_settings_limit_is_the_default(make_session: SessionFactory) -> None:
-    session = make_session("settings", session_settings=SessionSettings(limit=2))
+@pytest.mark.parametrize("settings", [SessionSettings(limit=2), {"limit": 2}], ids=["SessionSettings", "dict"])
+async def test_the_settings_limit_is_the_default(make_session: SessionFactory, settings: Any) -> None:
+    session = make_session("settings", session_settings=settings)
     await session.add_items(WEATHER)
     assert await session.get_items() == WEATHER[2:]
     assert await session.get_items(3) == WEATHER[1:]
@@ -579,6 +580,30 @@ async def test_a_save_that_lost_a_race_is_redone_on_the_winners_history(paged: b
     for session in (mine, theirs, MemciSession("s", storage=store, paged=paged)):
         got = await session.get_items()
         assert [item for item in got if item.get("role") != "system"] == expected
+
+
+class AlwaysBeaten(memci.MemoryStorage):
+    """A store every save of which another writer has beaten."""
+
+    saves = 0
+
+    def save_state(self, state: dict[str, Any], pages: Any = ()) -> None:
+        self.saves += 1
+        raise memci.ConflictError("beaten", revision=1, stored_revision=1)
+
+
+async def test_a_session_beaten_at_every_save_gives_up_with_the_conflict() -> None:
+    store = AlwaysBeaten()
+    session = MemciSession("s", storage=store)
+    with pytest.raises(memci.ConflictError):
+        await session.add_items(WEATHER)
+    assert store.saves == 21  # the call and its 20 retries
+    assert await session.get_items() == []
+
+
+async def test_a_limit_that_is_not_an_int_is_named() -> None:
+    with pytest.raises(memci.InvalidOperationError, match="limit must be an int"):
+        await MemciSession("s").get_items("3")  # type: ignore[arg-type]
 
 
 # ---- the docs page's examples run ------------------------------------------------------------------------

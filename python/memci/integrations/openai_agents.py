@@ -26,15 +26,16 @@ import inspect
 import json
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from agents.items import TResponseInputItem
-from agents.memory.session_settings import SessionSettings, resolve_session_limit
+from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 from agents.tool import FunctionTool, Tool
 from agents.tool_context import ToolContext
 
 from memci.array import MessageArray
 from memci.context.async_system import AnySummarizer, AsyncContextSystem
+from memci.context.contents import ArchivePolicy
 from memci.context.recall import LIST_PAGES, RECALL_PAGE, tool_definitions
 from memci.errors import ConflictError, InvalidOperationError, StateError
 from memci.formats import dumped
@@ -48,6 +49,9 @@ from memci.tokens import DEFAULT_ENCODING
 __all__ = ["MemciSession"]
 
 T = TypeVar("T")
+
+MAX_RETRIES = 20
+"""Calls redone after a :class:`~memci.ConflictError` (another writer saved first) before it is raised."""
 
 HISTORY_KIND = "memci.integrations.openai_agents.history"
 """The ``kind`` of a full-history session's saved state (a paged session's is the context system's)."""
@@ -180,8 +184,15 @@ class _Paged:
     """A paged session: an :class:`~memci.AsyncContextSystem` on the session's store, saved after
     every change, reloaded when another writer saved since."""
 
-    def __init__(self, store: AsyncStorage, options: dict[str, Any], summarizer: AnySummarizer | None) -> None:
+    def __init__(
+        self,
+        store: AsyncStorage,
+        system_store: Storage | AsyncStorage,
+        options: dict[str, Any],
+        summarizer: AnySummarizer | None,
+    ) -> None:
         self.store = store
+        self.system_store = system_store  # as given: the context system calls a sync store in its own thread
         self.options = options
         self.summarizer = summarizer
         self.ctx: AsyncContextSystem | None = None
@@ -196,7 +207,7 @@ class _Paged:
             raise StateError("MemciSession: the store holds a full-history session's state (paged=False)")
         options = dict(self.options)
         prompt = options.pop("system_prompt", None)
-        self.ctx = await AsyncContextSystem.open(self.store, prompt, summarizer=self.summarizer, **options)
+        self.ctx = await AsyncContextSystem.open(self.system_store, prompt, summarizer=self.summarizer, **options)
         self.revision = revision
         return self.ctx
 
@@ -247,7 +258,7 @@ class MemciSession:
         system_prompt: str | None = None,
         active_pages: int | None = None,
         max_context_tokens: int | None = None,
-        policy: Any = None,
+        policy: ArchivePolicy | None = None,
         summarizer: AnySummarizer | None = None,
     ) -> None:
         if not isinstance(session_id, str):
@@ -260,11 +271,7 @@ class MemciSession:
                 "MemciSession: max_tokens is the full history's budget; a paged session takes max_context_tokens"
             )
         self.session_id = session_id
-        self.session_settings = (
-            session_settings
-            if isinstance(session_settings, SessionSettings)
-            else SessionSettings(**(session_settings or {}))
-        )
+        self.session_settings = coerce_session_settings(session_settings or SessionSettings())
         self.db_path = db_path
         self.max_tokens = max_tokens
         self.encoding = encoding
@@ -273,14 +280,15 @@ class MemciSession:
         if storage is None:
             storage = MemoryStorage() if str(db_path) == ":memory:" else SqliteStorage(db_path, namespace=session_id)
         self.storage = storage
-        store: AsyncStorage = storage if _is_async_store(storage) else ThreadedStorage(storage)  # type: ignore[arg-type,assignment]
+        # This session's own calls await the store: a sync one runs in a worker thread.
+        store = cast("AsyncStorage", storage) if _is_async_store(storage) else ThreadedStorage(cast("Storage", storage))
         self._history: _History | None = None
         self._paged: _Paged | None = None
         if paged:
             options: dict[str, Any] = {"tools": "responses", "encoding": encoding, "system_prompt": system_prompt}
             given = {"active_pages": active_pages, "max_context_tokens": max_context_tokens, "policy": policy}
             options.update({key: value for key, value in given.items() if value is not None})
-            self._paged = _Paged(store, options, summarizer)
+            self._paged = _Paged(store, storage, options, summarizer)
         else:
             self._history = _History(store)
         self._lock: asyncio.Lock | None = None
@@ -298,11 +306,12 @@ class MemciSession:
         if self._lock is None or self._lock_loop is not loop:
             self._lock, self._lock_loop = asyncio.Lock(), loop
         async with self._lock:
-            while True:
+            for _ in range(MAX_RETRIES):
                 try:
                     return await work()
                 except ConflictError:
                     continue
+            return await work()  # the last try: its ConflictError goes to the caller
 
     # ---- the Session protocol ------------------------------------------------------------------------
 
@@ -312,6 +321,8 @@ class MemciSession:
         with one); paged: the window, its leading system messages (the recall tools' note, the
         contents page) always, then the latest ``limit`` items of the active pages; ``[]`` while
         the session holds nothing. O(n) for n items returned."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise InvalidOperationError(f"get_items: limit must be an int or None, got {type(limit).__name__}")
         session_limit = resolve_session_limit(limit, self.session_settings)
 
         async def work() -> list[Any]:
