@@ -409,15 +409,23 @@ async def test_many_sessions_on_one_redis(redis_url: str) -> None:
     assert await on_redis("alice").get_items() == []
 
 
-async def test_an_async_store_works_too(tmp_path: Path) -> None:
+@pytest.mark.parametrize("paged", [False, True])
+async def test_an_async_store_works_too(tmp_path: Path, paged: bool) -> None:
     pytest.importorskip("aiosqlite")
     store = memci.AsyncSqliteStorage(tmp_path / "async.db", namespace="chat")
-    session = MemciSession("chat", storage=store)
+    session = MemciSession("chat", storage=store, paged=paged, active_pages=1)
     await session.add_items(WEATHER)
-    assert await session.pop_item() == WEATHER[-1]
+    await session.add_items([user("And in Rome?"), assistant("Rainy.")])
+    assert await session.pop_item() == assistant("Rainy.")
+    expected = await session.get_items()
     await store.close()
     # The same file and namespace, through the sync store a db_path session opens.
-    assert await MemciSession("chat", tmp_path / "async.db").get_items() == WEATHER[:-1]
+    assert await MemciSession("chat", tmp_path / "async.db", paged=paged).get_items() == expected
+    assert expected[-1] == user("And in Rome?")
+    if paged:
+        assert "[page 1] What's the weather in Paris?" in expected[1]["content"]
+    else:
+        assert expected == [*WEATHER, user("And in Rome?")]
 
 
 @pytest.mark.parametrize("paged", [False, True])
