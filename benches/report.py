@@ -37,6 +37,7 @@ WORKLOAD_ORDER = (
     "get_page",
     "search",
     "search_build",
+    "session_turn",
 )
 PEER_ORDER = (
     "python",
@@ -82,6 +83,7 @@ TITLES = {
     "get_page": "1,000 x get_page of random pages from a store of n (SqliteStorage)",
     "search": "100 searches (1-3 words, some CJK), k=5 with snippets, over n pages (PageSearch, BM25)",
     "search_build": "index n page texts (PageSearch.extend)",
+    "session_turn": "Agents SDK session: get_items() + add_items(2 items) on n items in a SQLite file",
 }
 
 

@@ -261,3 +261,23 @@ def test_a_mutated_state_loads_into_a_working_system_or_is_a_state_error(data: s
     for entry in ctx.contents:
         ctx.recall(entry.index)
     ctx.save()
+
+
+@pytest.mark.parametrize("forget", [False, True])
+def test_an_empty_window_after_archived_pages_loads_and_goes_on(forget: bool) -> None:
+    # clear() (or popping the open page's last message) leaves no active page and a next index
+    # above 1: the loaded system gives the next index, not 1 again.
+    store = memci.MemoryStorage()
+    ctx = memci.ContextSystem(storage=store, active_pages=2)
+    ctx.extend([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+    ctx.clear(forget=forget)
+    ctx.save()
+    loaded = memci.ContextSystem.load(store)
+    assert loaded.pages == []
+    assert loaded.state() == ctx.state()
+    assert loaded.add({"role": "user", "content": "c"}) == 3
+    if forget:
+        with pytest.raises(memci.PageError, match="forgotten"):
+            loaded.recall(1)
+    else:
+        assert loaded.recall(1).messages() == [{"role": "user", "content": "a"}]

@@ -962,6 +962,12 @@ class ContextSystem:
                 self._window.open_page_at(index, messages)
             except (InvalidOperationError, InvalidMessageError) as e:
                 raise StateError(f"load: state['pages'][{i}]: {e}") from None
+        if not saved.pages and saved.next_index > 1:
+            # An empty window after archived pages (after clear(), or a pop of the open page's
+            # last message): the index goes on from the saved one. The core window takes an index
+            # only with a page, so one is opened at the last index given and unlinked at once.
+            self._window.open_page_at(saved.next_index - 1, [{"role": "user", "content": ""}])
+            self._window.detach(saved.next_index - 1)
         if saved.next_index != self._window.next_index:
             raise StateError(
                 f"load: state['next_index'] is {saved.next_index}, but the active pages make it "
