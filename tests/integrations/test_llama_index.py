@@ -1,14 +1,11 @@
 """MemciChatMemory with the real llama-index-core, offline: the BaseMemory contract (sync and
 async), the token limit counted exactly and never splitting a tool call from its result, the
 chat store as ChatMemoryBuffer uses it (keys, persistence), and real users of a memory: a
-SimpleChatEngine on a mock LLM and a FunctionAgent whose mock LLM calls a tool. The docs page's
-examples run here."""
+SimpleChatEngine on a mock LLM and a FunctionAgent whose mock LLM calls a tool."""
 
 from __future__ import annotations
 
 import asyncio
-import re
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -221,18 +218,3 @@ def test_a_function_agent_stores_its_tool_calls_whole() -> None:
     assert memci.validate_messages(stored).valid
     small = MemciChatMemory.from_defaults(chat_history=memory.get_all(), token_limit=60)
     assert memci.validate_messages([to_memci(m) for m in small.get()]).valid
-
-
-# ---- the docs page runs -----------------------------------------------------------------------
-
-BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
-
-
-def test_the_docs_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    page = "docs/integrations/llama-index.md"
-    blocks = BLOCK.findall((ROOT / page).read_text(encoding="utf-8"))
-    assert blocks
-    namespace: dict[str, Any] = {"__name__": "docs_llama_index"}
-    for number, block in enumerate(blocks, 1):
-        exec(compile(textwrap.dedent(block), f"{page} block {number}", "exec"), namespace)
