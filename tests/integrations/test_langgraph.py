@@ -15,7 +15,7 @@ import memci
 import pytest
 
 pytest.importorskip("langgraph")
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from fake_chat import model  # needs langchain-core
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import create_react_agent
@@ -26,23 +26,6 @@ from memci.integrations.langgraph import ContextHook, LangGraphStorage, trim_hoo
 ROOT = Path(__file__).resolve().parents[2]
 # create_react_agent moved to langchain.agents in LangGraph 1.0 and warns; it is what the issue names.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
-
-class RecordingModel(GenericFakeChatModel):
-    """LangChain's fake chat model, answering from a script, recording what each call was sent."""
-
-    sent: list[list[BaseMessage]]
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> RecordingModel:
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
-        self.sent.append(list(messages))
-        return super()._generate(messages, *args, **kwargs)
-
-
-def model(script: list[AIMessage]) -> RecordingModel:
-    return RecordingModel(messages=iter(script), sent=[])
 
 
 def weather(city: str) -> str:

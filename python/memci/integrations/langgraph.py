@@ -18,7 +18,6 @@ Decisions and guarantees: ``docs/integrations/langgraph.md``.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -29,41 +28,20 @@ from langchain_core.tools import StructuredTool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.store.base import BaseStore
 
-from memci import sanitize, tokens
-from memci.array import MessageArray
+from memci import tokens
 from memci.context.system import ContextSystem
-from memci.errors import InvalidOperationError, StorageError
+from memci.errors import StorageError
 from memci.formats import from_langchain, to_langchain
+from memci.integrations.langchain_messages import MIRRORS, MessageTrimmer
 from memci.storage.json_store import Commit, JsonStore
 
 __all__ = ["STATE_KEY", "ContextHook", "LangGraphStorage", "trim_hook"]
 
 #: The graph-state key :class:`ContextHook` keeps the context system's JSON state under.
 STATE_KEY = "memci"
-#: Threads whose mirrors a :func:`trim_hook` keeps (least recently used dropped).
-MIRRORS = 64
 
 
 # ---- the trim hook ------------------------------------------------------------------------------
-
-
-class _Mirror:
-    """A thread's messages as a MessageArray (counts cached), extended as the thread grows."""
-
-    def __init__(self) -> None:
-        self.ids: list[str | None] = []
-        self.array = MessageArray()
-
-    def sync(self, messages: Sequence[BaseMessage]) -> MessageArray:
-        ids = [m.id for m in messages]
-        n = len(self.ids)
-        if len(ids) < n or ids[:n] != self.ids or None in self.ids:
-            self.ids, self.array = [], MessageArray()
-            n = 0
-        if len(ids) > n:
-            self.array.append(from_langchain(messages[n:]))
-            self.ids = ids
-        return self.array
 
 
 def trim_hook(
@@ -74,50 +52,15 @@ def trim_hook(
     start_on: str | None = "user",
 ) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
     """A ``pre_model_hook`` sending the model the newest messages of ``state["messages"]`` within
-    ``max_tokens`` exact tokens (``MessageArray.trim_to_tokens``: whole tool groups, a leading
-    system message kept with ``keep_system``, starting on ``start_on``), as ``llm_input_messages``:
-    the state keeps everything. The messages are the graph's own objects. When no unit fits from a
-    user message (mid-turn, after a long tool result), the newest units that fit from anywhere;
-    when not even the newest tool group fits, that group alone, over the budget (an empty input
-    would make the agent send the whole history). Each thread's messages
-    are mirrored once (by message id) and extended as the thread grows, so a call costs O(new +
-    kept) with the counts cached (LangChain's ``trim_messages`` re-counts the history each call)."""
-    if type(max_tokens) is not int or max_tokens < 0:
-        raise InvalidOperationError(f"trim_hook: max_tokens must be an int >= 0, got {max_tokens!r}")
-    tokens.count("", encoding)  # an unknown encoding is refused here
-    mirrors: OrderedDict[str | None, _Mirror] = OrderedDict()
+    ``max_tokens`` exact tokens, as ``llm_input_messages``: the state keeps everything. The trim is
+    :class:`~memci.integrations.langchain_messages.MessageTrimmer`'s (whole tool groups, the
+    graph's own message objects, each thread mirrored once, so a call costs O(new + kept))."""
+    trimmer = MessageTrimmer(max_tokens, encoding=encoding, keep_system=keep_system, start_on=start_on)
 
     def hook(state: Mapping[str, Any]) -> dict[str, Any]:
-        messages: list[BaseMessage] = list(state["messages"])
-        if not messages:
-            return {"llm_input_messages": []}
-        key = messages[0].id
-        mirror = mirrors.pop(key, None) or _Mirror()
-        mirrors[key] = mirror
-        while len(mirrors) > MIRRORS:
-            mirrors.popitem(last=False)
-        mirrored = mirror.sync(messages)
-        for start in (start_on, None):  # mid-turn (after a tool result) no user message may fit
-            trimmed = copy.copy(mirrored)  # O(1): the trim is not kept
-            trimmed.trim_to_tokens(max_tokens, encoding=encoding, keep_system=keep_system, start_on=start)
-            kept = trimmed.messages()
-            system = 1 if kept and keep_system and kept[0]["role"] == "system" and messages[0].type == "system" else 0
-            tail = len(kept) - system  # the trim keeps a suffix, and the leading system message
-            if tail:
-                return {"llm_input_messages": [*messages[:system], *messages[len(messages) - tail :]]}
-        # Not even the newest tool group fits: send it alone, over the budget, rather than nothing
-        # (an empty list would make the agent send the whole history).
-        return {"llm_input_messages": _newest_group(messages)}
+        return {"llm_input_messages": trimmer.trim(list(state["messages"]))}
 
     return hook
-
-
-def _newest_group(messages: list[BaseMessage]) -> list[BaseMessage]:
-    """The shortest suffix of ``messages`` that is a valid history (a tool result with its call)."""
-    for k in range(1, len(messages) + 1):
-        if sanitize.validate_messages(from_langchain(messages[-k:])).valid:
-            return messages[-k:]
-    return messages[-1:]
 
 
 # ---- the store ----------------------------------------------------------------------------------
