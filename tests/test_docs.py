@@ -1,7 +1,7 @@
 """The documentation site: its examples run, and its build is strict.
 
-Every ```python block of the home page, the quickstart and the migration guides runs, offline, in the page's order
-and one namespace per page (the integration pages' blocks are run by their integrations' tests).
+Every ```python block of the home page, the quickstart, the migration guides and the integration pages runs,
+offline, in the page's order and one namespace per page.
 `make docs` builds the whole site in strict mode; here a small site built with the project's own
 settings (mkdocs.yml, inherited) shows that a broken link, a missing anchor or an unresolved API
 reference fails that build, and that the same site without them builds.
@@ -21,7 +21,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 BLOCK = re.compile(r"^<!-- requires: (?P<requires>.*?) -->$|^```python\n(?P<code>.*?)^```$", re.DOTALL | re.MULTILINE)
-RUN_PAGES = [DOCS / "index.md", DOCS / "quickstart.md", *sorted((DOCS / "migrating").glob("*.md"))]
+RUN_PAGES = [
+    DOCS / "index.md",
+    DOCS / "quickstart.md",
+    *sorted((DOCS / "migrating").glob("*.md")),
+    *sorted((DOCS / "integrations").glob("*.md")),
+]
 
 
 def python_blocks(page: Path) -> list[tuple[list[str], str]]:

@@ -11,7 +11,19 @@ import pytest
 
 #: Packages ``import memci`` must not load: numpy serves ``MessageArray.indices`` alone, rich the
 #: command line alone; the others are optional extras and test peers.
-HEAVY = ("numpy", "rich", "redis", "langchain_core", "tiktoken", "openai", "anthropic", "agents")
+HEAVY = (
+    "numpy",
+    "rich",
+    "redis",
+    "langchain_core",
+    "tiktoken",
+    "openai",
+    "anthropic",
+    "agents",
+    "llama_index",
+    "langgraph",
+    "langchain",
+)
 
 
 def run(code: str) -> subprocess.CompletedProcess[str]:

@@ -37,9 +37,7 @@ from openai.types.responses import (
     ResponseOutputMessage,
     ResponseOutputText,
 )
-from test_docs import python_blocks
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 set_tracing_disabled(True)  # offline: no trace is exported
 
 # ---- a scripted model --------------------------------------------------------------------------------
@@ -612,19 +610,3 @@ async def test_a_session_beaten_at_every_save_gives_up_with_the_conflict() -> No
 async def test_a_limit_that_is_not_an_int_is_named() -> None:
     with pytest.raises(memci.InvalidOperationError, match="limit must be an int"):
         await MemciSession("s").get_items("3")  # type: ignore[arg-type]
-
-
-# ---- the docs page's examples run ------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("page", ["integrations/openai-agents.md"])
-def test_the_docs_page_examples_run(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    path = ROOT / "docs" / page
-    blocks = python_blocks(path)
-    assert len(blocks) >= 3
-    namespace: dict[str, object] = {"__name__": "docs_openai_agents"}
-    for number, (requires, block) in enumerate(blocks, 1):
-        for module in requires:
-            pytest.importorskip(module)
-        exec(compile(block, f"docs/{page} block {number}", "exec"), namespace)

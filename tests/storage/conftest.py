@@ -13,7 +13,7 @@ from memci.storage.json_store import JsonStore
 Opener = Callable[[], JsonStore]
 
 
-@pytest.fixture(params=["memory", "sqlite", "directory", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "directory", "redis", "langgraph"])
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -30,6 +30,13 @@ def opener(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Opener:
     if kind == "redis":
         url, prefix = request.getfixturevalue("redis_url"), f"test-{uuid.uuid4().hex}:"
         return lambda: RedisStorage(url, prefix=prefix)
+    if kind == "langgraph":  # memci.integrations.langgraph over LangGraph's InMemoryStore
+        pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
+        from langgraph.store.memory import InMemoryStore
+        from memci.integrations.langgraph import LangGraphStorage
+
+        graph_store = InMemoryStore()
+        return lambda: LangGraphStorage(graph_store, ("memci", "test"))
     return lambda: DirectoryStorage(tmp_path / "store")
 
 

@@ -1,0 +1,203 @@
+"""memci as a LlamaIndex chat memory (``pip install 'memci[llama-index]'``).
+
+:class:`MemciChatMemory` is a ``BaseChatStoreMemory``, built as ``ChatMemoryBuffer`` is
+(``from_defaults(chat_history=, llm=, chat_store=, chat_store_key=, token_limit=)``), so it goes
+wherever that one or ``Memory`` goes: ``SimpleChatEngine``, ``FunctionAgent.run(memory=...)``::
+
+    from memci.integrations.llama_index import MemciChatMemory
+
+    memory = MemciChatMemory.from_defaults(token_limit=3000)
+    response = await agent.run("What's the weather in Paris?", memory=memory)
+
+The messages live in the chat store (LlamaIndex's ``SimpleChatStore`` by default, or any
+``BaseChatStore``: Redis, Postgres, ...), as ``ChatMemoryBuffer`` keeps them. memci mirrors them
+in a :class:`~memci.MessageArray`, so ``get`` returns the newest messages within ``token_limit``
+counted exactly (``o200k_base`` by default) in O(kept) with the counts cached, where
+``ChatMemoryBuffer`` re-tokenizes a shrinking suffix per message dropped (quadratic), and never
+returns a tool result without the call that asked for it or a call without its results.
+Decisions: ``docs/integrations/llama-index.md``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.llms.llm import LLM
+from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY, BaseChatStoreMemory
+from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
+
+from memci import tokens
+from memci.array import MessageArray
+from memci.errors import InvalidOperationError
+from memci.formats import dumped
+
+__all__ = ["MemciChatMemory", "to_memci"]
+
+#: The share of an LLM's context window a memory built ``from_defaults(llm=...)`` may fill, as
+#: ``ChatMemoryBuffer`` takes it.
+DEFAULT_TOKEN_LIMIT_RATIO = 0.75
+DEFAULT_TOKEN_LIMIT = 3000
+#: LlamaIndex roles memci reads as another role.
+_ROLES = {MessageRole.CHATBOT: "assistant", MessageRole.MODEL: "assistant"}
+
+
+def _tool_calls(message: ChatMessage) -> list[dict[str, Any]]:
+    """The tool calls of an assistant message as chat ``tool_calls``: those LlamaIndex's OpenAI
+    integration keeps in ``additional_kwargs["tool_calls"]``, then the message's tool call blocks."""
+    calls = []
+    for call in message.additional_kwargs.get("tool_calls") or ():
+        as_dict = dumped(call)
+        if isinstance(as_dict, dict):
+            calls.append(as_dict)
+    for block in message.blocks:
+        if isinstance(block, ToolCallBlock):
+            arguments = block.tool_kwargs if isinstance(block.tool_kwargs, str) else json.dumps(block.tool_kwargs)
+            calls.append(
+                {
+                    "id": block.tool_call_id or "",
+                    "type": "function",
+                    "function": {"name": block.tool_name, "arguments": arguments},
+                }
+            )
+    return calls
+
+
+def to_memci(message: ChatMessage) -> dict[str, Any]:
+    """A LlamaIndex chat message as the chat message memci counts and groups: its role, its text
+    (text blocks joined; other blocks are not counted), its tool calls (``additional_kwargs`` or
+    tool call blocks), a tool result's ``tool_call_id``, a ``name``. A tool result without a call
+    id is read as a user message (it cannot be paired)."""
+    role = _ROLES.get(message.role, message.role.value)
+    text = "".join(block.text for block in message.blocks if isinstance(block, TextBlock))
+    out: dict[str, Any] = {"role": role, "content": text}
+    extra = message.additional_kwargs
+    if role == "assistant":
+        calls = _tool_calls(message)
+        if calls:
+            out["tool_calls"] = calls
+    elif role == "tool":
+        call_id = extra.get("tool_call_id")
+        if isinstance(call_id, str) and call_id:
+            out["tool_call_id"] = call_id
+        else:
+            out["role"] = "user"
+    if isinstance(extra.get("name"), str) and role in ("user", "assistant", "system"):
+        out["name"] = extra["name"]
+    return out
+
+
+class MemciChatMemory(BaseChatStoreMemory):
+    """A chat memory whose ``get`` is memci's exact token-budget trim (see the module).
+
+    ``token_limit``: the tokens ``get`` may return (``initial_token_count`` of them taken by what
+    the caller sends besides: a system prompt). ``encoding``: ``o200k_base`` (default),
+    ``cl100k_base`` or ``approximate``. A leading system message is kept, as memci's trims keep
+    it; the history returned starts at a user message. Messages changed in place in the chat store
+    by someone else are not seen (one appended or removed is)."""
+
+    token_limit: int = Field(default=DEFAULT_TOKEN_LIMIT, gt=0)
+    encoding: str = tokens.DEFAULT_ENCODING
+    _mirror: MessageArray | None = PrivateAttr(default=None)
+    _mirrored: list[ChatMessage] = PrivateAttr(default_factory=list)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "MemciChatMemory"
+
+    @classmethod
+    def from_defaults(  # noqa: PLR0917  # ChatMemoryBuffer.from_defaults' positional order, for a drop-in
+        cls,
+        chat_history: list[ChatMessage] | None = None,
+        llm: LLM | None = None,
+        chat_store: BaseChatStore | None = None,
+        chat_store_key: str = DEFAULT_CHAT_STORE_KEY,
+        token_limit: int | None = None,
+        encoding: str = tokens.DEFAULT_ENCODING,
+        **kwargs: Any,
+    ) -> MemciChatMemory:
+        """As ``ChatMemoryBuffer.from_defaults``: the limit is ``token_limit``, else 75% of
+        ``llm``'s context window, else 3,000."""
+        if kwargs:
+            raise InvalidOperationError(f"MemciChatMemory.from_defaults: unexpected arguments {sorted(kwargs)}")
+        tokens.count("", encoding)  # an unknown encoding is refused here, not at the first get
+        if token_limit is None:
+            window = llm.metadata.context_window if llm is not None else None
+            token_limit = int(window * DEFAULT_TOKEN_LIMIT_RATIO) if window else DEFAULT_TOKEN_LIMIT
+        store = chat_store or SimpleChatStore()
+        if chat_history is not None:
+            store.set_messages(chat_store_key, chat_history)
+        return cls(token_limit=token_limit, encoding=encoding, chat_store=store, chat_store_key=chat_store_key)
+
+    def tokenizer_fn(self, text: str) -> list[int]:
+        """A list as long as ``text``'s exact token count (its items are not token ids): what
+        LlamaIndex's chat engines take the length of to count a prefix."""
+        return [0] * tokens.count(text, self.encoding)
+
+    def _synced(self) -> tuple[MessageArray, list[ChatMessage]]:
+        """The mirror of the chat store's messages: appended to when the store grew, rebuilt when
+        it shrank or its last mirrored message changed. O(new messages)."""
+        history = self.chat_store.get_messages(self.chat_store_key)
+        mirrored = self._mirrored
+        same_prefix = (
+            self._mirror is not None
+            and len(history) >= len(mirrored)
+            and (
+                not mirrored or history[len(mirrored) - 1] is mirrored[-1] or history[len(mirrored) - 1] == mirrored[-1]
+            )
+        )
+        if not same_prefix:
+            self._mirror, self._mirrored = MessageArray(), []
+        assert self._mirror is not None
+        new = history[len(self._mirrored) :]
+        if new:
+            self._mirror.append([to_memci(m) for m in new])
+            self._mirrored = [*self._mirrored, *new]
+        return self._mirror, self._mirrored
+
+    def get(self, input: str | None = None, initial_token_count: int = 0, **kwargs: Any) -> list[ChatMessage]:
+        """The newest messages whose exact count, with ``initial_token_count``, fits
+        ``token_limit``: whole tool groups, starting at a user message, a leading system message
+        kept when a turn fits beside it (dropped when none does). Like ``ChatMemoryBuffer``, when no message of the
+        conversation fits, the last message alone (so that the model reports the overflow rather
+        than losing it silently). O(kept), the counts cached; the first call after messages were
+        added counts those."""
+        if initial_token_count > self.token_limit:
+            raise InvalidOperationError(
+                f"initial_token_count ({initial_token_count}) exceeds the token limit ({self.token_limit})"
+            )
+        mirror, history = self._synced()
+        if not history:
+            return []
+        budget = self.token_limit - initial_token_count
+        for keep_system in (True, False):  # the system message goes only if no turn fits beside it
+            trimmed = copy.copy(mirror)
+            trimmed.trim_to_tokens(budget, encoding=self.encoding, keep_system=keep_system)
+            kept = trimmed.messages()
+            system = 1 if keep_system and kept and kept[0]["role"] == "system" and history[0].role == "system" else 0
+            tail = len(kept) - system  # the trim keeps a suffix of the history, and the system message
+            if tail:
+                return [*history[:system], *history[len(history) - tail :]]
+        return history[-1:]  # no turn fits: the last message alone
+
+    def put(self, message: ChatMessage) -> None:
+        """Append a message to the chat store."""
+        self.chat_store.add_message(self.chat_store_key, message)
+
+    def put_messages(self, messages: Sequence[ChatMessage]) -> None:
+        """Append messages to the chat store."""
+        for message in messages:
+            self.chat_store.add_message(self.chat_store_key, message)
+
+    def set(self, messages: list[ChatMessage]) -> None:
+        """Replace the history."""
+        self.chat_store.set_messages(self.chat_store_key, messages)
+
+    def reset(self) -> None:
+        """Forget the history."""
+        self.chat_store.delete_messages(self.chat_store_key)
+        self._mirror, self._mirrored = None, []

@@ -1,0 +1,180 @@
+"""memci in LangGraph, with the real langgraph, a fake chat model and InMemorySaver, offline: the
+trim hook of a prebuilt agent (every model call within budget, tool groups whole, the state
+keeping everything), the context system carried in graph state (small checkpoints, recall through
+the agent's tool, a resumed thread). LangGraphStorage runs the shared store contract in
+tests/storage (kind ``langgraph``); the docs page's examples run in tests/test_docs.py."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import memci
+import pytest
+
+pytest.importorskip("langgraph")
+from fake_chat import model  # needs langchain-core
+from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.prebuilt import create_react_agent
+from langgraph.prebuilt.chat_agent_executor import AgentState
+from langgraph.store.memory import InMemoryStore
+from memci.integrations.langgraph import ContextHook, LangGraphStorage, trim_hook
+
+ROOT = Path(__file__).resolve().parents[2]
+# create_react_agent moved to langchain.agents in LangGraph 1.0 and warns; it is what the issue names.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def weather(city: str) -> str:
+    """The weather in a city."""
+    return f"Sunny in {city}, 21C. " * 3
+
+
+def call(i: int) -> AIMessage:
+    return AIMessage(content="", tool_calls=[{"name": "weather", "args": {"city": f"City{i}"}, "id": f"c{i}"}])
+
+
+def script(turns: int) -> Iterator[AIMessage]:
+    """Every other turn calls the tool before answering."""
+    for i in range(turns):
+        if i % 2 == 0:
+            yield call(i)
+        yield AIMessage(content=f"Answer {i}: " + "it is fine. " * (i % 4 + 1))
+
+
+def history_so_far(history: list[BaseMessage], sent: list[BaseMessage]) -> list[BaseMessage]:
+    """The thread's messages up to the last one ``sent`` (what the state held at that call)."""
+    position = [m.id for m in history].index(sent[-1].id)
+    return history[: position + 1]
+
+
+def as_dicts(messages: list[BaseMessage]) -> list[dict[str, Any]]:
+    return memci.formats.from_langchain(messages)
+
+
+# ---- the trim hook ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("budget", [40, 90, 150, 400])
+def test_every_model_call_is_trimmed_exactly_and_keeps_tool_groups(budget: int) -> None:
+    fake = model(list(script(8)))
+    agent = create_react_agent(fake, [weather], pre_model_hook=trim_hook(budget), checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    for i in range(8):
+        state = agent.invoke({"messages": [("user", f"Question {i}: " + "tell me more. " * (i % 3 + 1))]}, config)
+    history = state["messages"]
+    assert len(history) == 8 * 2 + 4 * 2  # the state keeps everything
+    for sent in fake.sent:
+        dicts = as_dicts(sent)
+        assert memci.validate_messages(dicts).valid  # never a tool result without its call
+        if memci.tokens.count_messages(dicts) > budget:  # only the newest tool group, alone
+            assert not memci.validate_messages(dicts[1:]).valid or len(sent) == 1
+            assert sent[-1].id == history_so_far(history, sent)[-1].id
+        ids = [m.id for m in sent]
+        assert ids == [m.id for m in history[: len(history)] if m.id in ids]  # the graph's own objects, in order
+
+
+def test_the_hook_keeps_the_system_message_and_starts_on_a_user_message() -> None:
+    hook = trim_hook(60)
+    messages = memci.formats.to_langchain(
+        [{"role": "system", "content": "Be brief."}]
+        + [
+            m
+            for i in range(10)
+            for m in ({"role": "user", "content": f"q{i} " * 8}, {"role": "assistant", "content": f"a{i}"})
+        ]
+    )
+    for i, m in enumerate(messages):
+        m.id = f"m{i}"
+    sent = hook({"messages": messages})["llm_input_messages"]
+    assert sent[0].content == "Be brief."
+    assert sent[1].type == "human"
+    assert [m.id for m in sent[1:]] == [m.id for m in messages[len(messages) - len(sent) + 1 :]]
+    assert memci.tokens.count_messages(as_dicts(sent)) <= 60
+    longer = hook({"messages": [*messages, *memci.formats.to_langchain([{"role": "user", "content": "again"}])]})
+    assert longer["llm_input_messages"][-1].content == "again"  # the mirror grew with the thread
+
+
+def test_the_hook_refuses_bad_options() -> None:
+    with pytest.raises(memci.InvalidOperationError, match="max_tokens"):
+        trim_hook(-1)
+    with pytest.raises(memci.InvalidOperationError, match="p50k"):
+        trim_hook(10, encoding="p50k_base")
+
+
+# ---- the context system in graph state ----------------------------------------------------------
+
+
+class ContextState(AgentState):
+    memci: dict[str, Any] | None
+
+
+def checkpoint_bytes(saver: InMemorySaver, thread: str) -> int:
+    checkpoint = saver.get_tuple({"configurable": {"thread_id": thread}})
+    assert checkpoint is not None
+    return len(json.dumps(checkpoint.checkpoint["channel_values"], default=str))
+
+
+def test_the_context_hook_keeps_checkpoints_small_and_the_archive_in_the_store() -> None:
+    hook = ContextHook(active_pages=2)
+    store, saver = InMemoryStore(), InMemorySaver()
+    fake = model([AIMessage(content=f"Noted fact {i}. " * 20) for i in range(40)])
+    agent = create_react_agent(
+        fake, [weather, *hook.tools()], pre_model_hook=hook, state_schema=ContextState, checkpointer=saver, store=store
+    )
+    plain_saver = InMemorySaver()
+    plain = create_react_agent(
+        model([AIMessage(content=f"Noted fact {i}. " * 20) for i in range(40)]), [weather], checkpointer=plain_saver
+    )
+    sizes, plain_sizes = [], []
+    for i in range(30):
+        question = {"messages": [("user", f"Remember fact {i}: " + "detail " * 30)]}
+        agent.invoke(question, {"configurable": {"thread_id": "ctx"}})
+        plain.invoke(question, {"configurable": {"thread_id": "plain"}})
+        sizes.append(checkpoint_bytes(saver, "ctx"))
+        plain_sizes.append(checkpoint_bytes(plain_saver, "plain"))
+    assert plain_sizes[-1] > 4 * plain_sizes[4]  # the whole history, growing with the thread
+    # The window, the contents page (capped) and a few counts per archived page: once the contents
+    # page is full, a turn adds a fifth of what it adds to the whole history, on these short turns.
+    assert (sizes[-1] - sizes[-11]) * 5 < plain_sizes[-1] - plain_sizes[-11]
+    assert sizes[-1] < plain_sizes[-1]
+    storage = LangGraphStorage(store, ("memci", "ctx"))
+    assert len(storage.page_indices()) >= 25  # archived turns live in the graph's store
+    window = [str(m.content) for m in fake.sent[-1]]
+    assert any("[page 27] Remember fact 26" in text for text in window)  # a recent page, listed
+    assert not any(text.startswith("Remember fact 26") for text in window)  # and out of the window
+    state = agent.get_state({"configurable": {"thread_id": "ctx"}}).values
+    assert hook.context(state, store, "ctx").search("fact 0")[0].page_index == 1  # the oldest, found
+
+
+def test_the_agent_recalls_a_page_and_a_resumed_thread_continues() -> None:
+    hook = ContextHook(active_pages=1)
+    store, saver = InMemoryStore(), InMemorySaver()
+    recall = AIMessage(content="", tool_calls=[{"name": "recall_page", "args": {"page_index": 1}, "id": "r1"}])
+    steps = [
+        AIMessage(content="Noted alpha."),
+        AIMessage(content="Noted beta."),
+        recall,
+        AIMessage(content="It was alpha."),
+    ]
+    fake = model(steps)
+    agent = create_react_agent(
+        fake, hook.tools(), pre_model_hook=hook, state_schema=ContextState, checkpointer=saver, store=store
+    )
+    config = {"configurable": {"thread_id": "r"}}
+    agent.invoke({"messages": [("user", "The code word is alpha.")]}, config)
+    agent.invoke({"messages": [("user", "The next one is beta.")]}, config)
+    # A new agent on the same checkpointer and store: the thread resumes where it was.
+    again = create_react_agent(
+        fake, hook.tools(), pre_model_hook=hook, state_schema=ContextState, checkpointer=saver, store=store
+    )
+    result = again.invoke({"messages": [("user", "What was the first code word?")]}, config)
+    assert result["messages"][-1].content == "It was alpha."
+    answer = fake.sent[-1][-1]
+    assert answer.type == "tool"
+    assert "The code word is alpha." in str(answer.content)
+    ctx = hook.context(result, store, "r")
+    assert ctx.search("alpha")[0].page_index == 1
