@@ -19,9 +19,8 @@ from fake_chat import model  # needs langchain-core
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import create_react_agent
-from langgraph.prebuilt.chat_agent_executor import AgentState
 from langgraph.store.memory import InMemoryStore
-from memci.integrations.langgraph import ContextHook, LangGraphStorage, trim_hook
+from memci.integrations.langgraph import ContextHook, ContextState, LangGraphStorage, trim_hook
 
 ROOT = Path(__file__).resolve().parents[2]
 # create_react_agent moved to langchain.agents in LangGraph 1.0 and warns; it is what the issue names.
@@ -106,10 +105,6 @@ def test_the_hook_refuses_bad_options() -> None:
 
 
 # ---- the context system in graph state ----------------------------------------------------------
-
-
-class ContextState(AgentState):
-    memci: dict[str, Any] | None
 
 
 def checkpoint_bytes(saver: InMemorySaver, thread: str) -> int:

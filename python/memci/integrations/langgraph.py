@@ -26,6 +26,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
 from langchain_core.tools import StructuredTool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.prebuilt.chat_agent_executor import AgentState
 from langgraph.store.base import BaseStore
 
 from memci import tokens
@@ -35,7 +36,7 @@ from memci.formats import from_langchain, to_langchain
 from memci.integrations.langchain_messages import MIRRORS, MessageTrimmer
 from memci.storage.json_store import Commit, JsonStore
 
-__all__ = ["STATE_KEY", "ContextHook", "LangGraphStorage", "trim_hook"]
+__all__ = ["STATE_KEY", "ContextHook", "ContextState", "LangGraphStorage", "trim_hook"]
 
 #: The graph-state key :class:`ContextHook` keeps the context system's JSON state under.
 STATE_KEY = "memci"
@@ -139,6 +140,12 @@ class LangGraphStorage(JsonStore):
 
 
 # ---- the context system in graph state ------------------------------------------------------------
+
+
+class ContextState(AgentState):
+    """A prebuilt agent's state with the key :class:`ContextHook` keeps the context system in."""
+
+    memci: dict[str, Any] | None
 
 
 class ContextHook:
