@@ -38,6 +38,9 @@ WORKLOAD_ORDER = (
     "search",
     "search_build",
     "session_turn",
+    "agent_trim",
+    "graph_step",
+    "memory_get",
 )
 PEER_ORDER = (
     "python",
@@ -84,6 +87,9 @@ TITLES = {
     "search": "100 searches (1-3 words, some CJK), k=5 with snippets, over n pages (PageSearch, BM25)",
     "search_build": "index n page texts (PageSearch.extend)",
     "session_turn": "Agents SDK session: get_items() + add_items(2 items) on n items in a SQLite file",
+    "agent_trim": "LangChain agent: the trim of one model call to 8,000 tokens, on n messages growing by a turn",
+    "graph_step": "LangGraph prebuilt agent: one checkpointed turn on a thread of n messages (InMemorySaver)",
+    "memory_get": "LlamaIndex memory: put(user message) + get() within 8,000 tokens, on n messages",
 }
 
 
