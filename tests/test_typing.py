@@ -221,3 +221,13 @@ array.insert(0, built)
 def test_what_memci_builds_goes_back_into_memci(tmp_path: Path) -> None:
     output, status = mypy_strict(tmp_path, ROUND_TRIP)
     assert status == 0, output
+
+
+def test_the_readmes_framework_examples_type_check(tmp_path: Path) -> None:
+    """Each framework's README example, as its user would write it, under mypy --strict with the
+    framework's own types (each block on its own: they reuse names)."""
+    blocks = readme_blocks("memci.integrations.")
+    assert len(blocks) == 4  # the Agents SDK, LangChain, LangGraph, LlamaIndex
+    for block in blocks:
+        output, status = mypy_strict(tmp_path, block)
+        assert status == 0, f"{block}\n{output}"
