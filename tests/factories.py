@@ -20,6 +20,25 @@ ROLES = ("system", "developer", "user", "assistant", "tool")
 # ---- factories ----------------------------------------------------------------------------------
 
 
+def anthropic_message(content: list[Message], *, message_id: str, calls_tools: bool) -> Any:
+    """The ``anthropic`` SDK's ``Message`` for an assistant reply of ``content`` blocks, as the API
+    returns it (``stop_reason`` ``tool_use`` when it calls tools)."""
+    from anthropic.types import Message as AnthropicMessage
+
+    return AnthropicMessage.model_validate(
+        {
+            "id": message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-x",
+            "content": content,
+            "stop_reason": "tool_use" if calls_tools else "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 5},
+        }
+    )
+
+
 def system(content: Any = "You are terse.", **extra: Any) -> Message:
     return {"role": "system", "content": content, **extra}
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from factories import anthropic_message
 from memci import MessageArray, formats
 from test_formats import assert_anthropic_request, assert_openai_messages
 from test_responses import assert_responses_input
@@ -43,8 +44,6 @@ def chat_model(turn: int, step: int) -> Any:
 
 def anthropic_model(turn: int, step: int) -> Any:
     """The same as ``anthropic``'s ``Message`` (its content blocks)."""
-    from anthropic.types import Message as AnthropicMessage
-
     if step == 0:
         content: list[Message] = [{"type": "text", "text": "Checking."}] + [
             {"type": "tool_use", "id": f"toolu_{turn}_{k}", "name": "weather", "input": {"city": c}}
@@ -52,18 +51,7 @@ def anthropic_model(turn: int, step: int) -> Any:
         ]
     else:
         content = [{"type": "text", "text": f"Done with turn {turn}."}]
-    return AnthropicMessage.model_validate(
-        {
-            "id": f"msg_{turn}_{step}",
-            "type": "message",
-            "role": "assistant",
-            "model": "claude-x",
-            "content": content,
-            "stop_reason": "tool_use" if step == 0 else "end_turn",
-            "stop_sequence": None,
-            "usage": {"input_tokens": 10, "output_tokens": 5},
-        }
-    )
+    return anthropic_message(content, message_id=f"msg_{turn}_{step}", calls_tools=step == 0)
 
 
 def responses_model(turn: int, step: int) -> list[Any]:

@@ -17,6 +17,7 @@ from typing import Any
 
 import memci
 import pytest
+from factories import anthropic_message
 from memci import formats
 from test_formats import _check, assert_anthropic_request, assert_openai_messages
 from test_responses import assert_responses_input
@@ -78,8 +79,6 @@ def chat_reply(request: list[Message], turn: int, step: int) -> Any:
 
 
 def anthropic_reply(request: dict[str, Any], turn: int, step: int) -> Any:
-    from anthropic.types import Message as AnthropicMessage
-
     action, arg = plan(json.dumps(request), turn)
     if action == "answer":
         content: list[Message] = [{"type": "text", "text": arg}]
@@ -88,18 +87,7 @@ def anthropic_reply(request: dict[str, Any], turn: int, step: int) -> Any:
             {"type": "text", "text": "Checking."},
             {"type": "tool_use", "id": f"toolu_{turn}_{step}", "name": action, "input": arg},
         ]
-    return AnthropicMessage.model_validate(
-        {
-            "id": f"msg_{turn}_{step}",
-            "type": "message",
-            "role": "assistant",
-            "model": "claude-x",
-            "content": content,
-            "stop_reason": "end_turn" if action == "answer" else "tool_use",
-            "stop_sequence": None,
-            "usage": {"input_tokens": 10, "output_tokens": 5},
-        }
-    )
+    return anthropic_message(content, message_id=f"msg_{turn}_{step}", calls_tools=action != "answer")
 
 
 def responses_reply(request: list[Message], turn: int, step: int) -> list[Any]:
