@@ -5,7 +5,7 @@
 //! leaves no half-written output under the final name.
 
 use std::fs::{self, File};
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufWriter, Read as _, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -61,7 +61,7 @@ pub struct Progress {
 
 pub struct JsonlRun {
     pipeline: Pipeline,
-    input: BufReader<File>,
+    input: Input,
     output: Option<Staged>,
     errors: Option<Staged>,
     chunk_bytes: usize,
@@ -78,10 +78,20 @@ pub struct JsonlRun {
     unwritten: Option<(Chunk, Results)>,
 }
 
-/// Each line's outcome (or why it is bad) and its output.
-type Results = Vec<(Result<Outcome, Bad>, Vec<u8>)>;
+/// The records of a chunk, processed in blocks of consecutive lines: each line's outcome (or why
+/// it is bad), and the block's output (every good record's line, in order) in one buffer.
+type Results = Vec<Block>;
 
-/// Write a processed chunk: each good record's output to `output`, each bad one's line to `errors`.
+struct Block {
+    outcomes: Vec<Result<Outcome, Bad>>,
+    output: Vec<u8>,
+}
+
+/// About how much input a block of lines holds: large enough that its output is written in one
+/// call, small enough that a chunk splits into many blocks for the pool's threads.
+const BLOCK_BYTES: usize = 1 << 20;
+
+/// Write a processed chunk: each block's output to `output`, each bad line to `errors`.
 fn write(
     chunk: &Chunk,
     results: Results,
@@ -93,31 +103,34 @@ fn write(
         return Ok(());
     };
     let mut error_buf = Vec::new();
-    for ((line, _), (result, mut out)) in chunk.lines.iter().zip(results) {
-        match result {
-            Ok(outcome) => {
-                totals.add(&outcome);
-                out.push(b'\n');
-                totals.bytes_out += out.len() as u64;
-                output.writer.write_all(&out)?;
-            }
-            Err(bad) => {
-                totals.bad += 1;
-                error_buf.clear();
-                error_line(*line, &bad, &mut error_buf);
-                if let Some(errors) = errors.as_deref_mut() {
-                    errors.writer.write_all(&error_buf)?;
+    let mut lines = chunk.lines.iter();
+    for block in results {
+        for (result, (line, _)) in block.outcomes.iter().zip(lines.by_ref()) {
+            match result {
+                Ok(outcome) => totals.add(outcome),
+                Err(bad) => {
+                    totals.bad += 1;
+                    error_buf.clear();
+                    error_line(*line, bad, &mut error_buf);
+                    if let Some(errors) = errors.as_deref_mut() {
+                        errors.writer.write_all(&error_buf)?;
+                    }
                 }
             }
         }
+        totals.bytes_out += block.output.len() as u64;
+        // A block is larger than the writer's buffer: it goes to the file in one call, uncopied.
+        output.writer.write_all(&block.output)?;
     }
     Ok(())
 }
 
-/// A chunk of input: its bytes and the number and span of each non-blank line.
+/// A chunk of input: its bytes (`buf[..filled]`; the buffer is kept at its size between chunks,
+/// so it is neither zeroed nor reallocated per read) and the number and span of each non-blank line.
 #[derive(Default)]
 struct Chunk {
     buf: Vec<u8>,
+    filled: usize,
     lines: Vec<(u64, Range<usize>)>,
 }
 
@@ -128,49 +141,117 @@ struct Read {
     end: bool,
 }
 
+/// The input file and the start of a line the last chunk read but did not end.
+struct Input {
+    file: File,
+    carry: Vec<u8>,
+}
+
 impl Chunk {
-    /// Read about `chunk_bytes` of whole lines from `input` (numbered from `line + 1`).
-    fn read(&mut self, input: &mut BufReader<File>, line: u64, chunk_bytes: usize) -> io::Result<Read> {
-        self.buf.clear();
+    /// Read about `chunk_bytes` of whole lines from `input` (numbered from `line + 1`), straight
+    /// into this chunk's buffer: one copy, the kernel's. A line longer than the buffer grows it.
+    fn read(&mut self, input: &mut Input, line: u64, chunk_bytes: usize) -> io::Result<Read> {
         self.lines.clear();
-        let mut read = Read {
-            lines: 0,
-            bytes: 0,
-            end: false,
-        };
-        while self.buf.len() < chunk_bytes {
-            let start = self.buf.len();
-            let n = input.read_until(b'\n', &mut self.buf)?;
+        // Past `chunk_bytes`, read on in small steps until a line ends.
+        let step = chunk_bytes.clamp(1, 64 << 10);
+        if self.buf.len() < chunk_bytes + step {
+            self.buf.resize(chunk_bytes + step, 0);
+        }
+        self.filled = input.carry.len();
+        if self.buf.len() < self.filled {
+            self.buf.resize(self.filled, 0);
+        }
+        self.buf[..self.filled].copy_from_slice(&input.carry);
+        input.carry.clear();
+        let mut end = false;
+        loop {
+            let limit = chunk_bytes.max(self.filled + step);
+            if self.buf.len() < limit {
+                self.buf.resize(limit, 0);
+            }
+            let n = match input.file.read(&mut self.buf[self.filled..limit]) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
             if n == 0 {
-                read.end = true;
+                end = true;
                 break;
             }
+            let from = self.filled;
+            self.filled += n;
+            if self.filled >= chunk_bytes && memchr::memchr(b'\n', &self.buf[from..self.filled]).is_some() {
+                break;
+            }
+        }
+        let filled = &self.buf[..self.filled];
+        // Whole lines only: what follows the last newline waits for the next chunk, unless the
+        // input ended (a last line without a newline is a line).
+        let complete = if end {
+            filled.len()
+        } else {
+            memchr::memrchr(b'\n', filled).map_or(0, |i| i + 1)
+        };
+        input.carry.extend_from_slice(&filled[complete..]);
+        let mut read = Read {
+            lines: 0,
+            bytes: complete as u64,
+            end,
+        };
+        let mut start = 0;
+        while start < complete {
+            let newline = memchr::memchr(b'\n', &filled[start..complete]).map_or(complete, |i| start + i);
             read.lines += 1;
-            read.bytes += n as u64;
-            let mut end = self.buf.len();
-            while end > start && matches!(self.buf[end - 1], b'\n' | b'\r') {
-                end -= 1;
+            let mut last = newline;
+            while last > start && filled[last - 1] == b'\r' {
+                last -= 1;
             }
-            if self.buf[start..end].iter().any(|b| !b.is_ascii_whitespace()) {
-                self.lines.push((line + read.lines, start..end));
+            if filled[start..last].iter().any(|b| !b.is_ascii_whitespace()) {
+                self.lines.push((line + read.lines, start..last));
             }
+            start = newline + 1;
         }
         Ok(read)
     }
 
-    /// Each line through the pipeline, on the pool's threads.
+    /// Each line through the pipeline, in blocks of about [`BLOCK_BYTES`] on the pool's threads.
     fn process(&self, pipeline: &Pipeline) -> Results {
-        self.lines
-            .par_iter()
-            .map(|(_, range)| {
-                let mut out = Vec::with_capacity(range.len() + 1);
-                let result = std::str::from_utf8(&self.buf[range.clone()])
-                    .map_err(|e| Bad {
-                        path: String::new(),
-                        reason: format!("not valid UTF-8: {e}"),
-                    })
-                    .and_then(|text| process(pipeline, text, &mut out));
-                (result, out)
+        let mut blocks = Vec::new();
+        let (mut first, mut bytes) = (0, 0);
+        for (i, (_, range)) in self.lines.iter().enumerate() {
+            bytes += range.len();
+            if bytes >= BLOCK_BYTES {
+                blocks.push(first..i + 1);
+                (first, bytes) = (i + 1, 0);
+            }
+        }
+        if first < self.lines.len() {
+            blocks.push(first..self.lines.len());
+        }
+        blocks
+            .into_par_iter()
+            .map(|lines| {
+                let lines = &self.lines[lines];
+                let size = lines.last().map_or(0, |(_, r)| r.end) - lines.first().map_or(0, |(_, r)| r.start);
+                let mut block = Block {
+                    outcomes: Vec::with_capacity(lines.len()),
+                    output: Vec::with_capacity(size + lines.len()),
+                };
+                for (_, range) in lines {
+                    let at = block.output.len();
+                    let result = std::str::from_utf8(&self.buf[range.clone()])
+                        .map_err(|e| Bad {
+                            path: String::new(),
+                            reason: format!("not valid UTF-8: {e}"),
+                        })
+                        .and_then(|text| process(pipeline, text, &mut block.output));
+                    match result {
+                        Ok(_) => block.output.push(b'\n'),
+                        Err(_) => block.output.truncate(at),
+                    }
+                    block.outcomes.push(result);
+                }
+                block
             })
             .collect()
     }
@@ -210,7 +291,10 @@ impl JsonlRun {
         let errors = errors.map(|p| Staged::create(p).map_err(named(p))).transpose()?;
         Ok(Self {
             pipeline,
-            input: BufReader::with_capacity(1 << 20, file),
+            input: Input {
+                file,
+                carry: Vec::new(),
+            },
             output: Some(output),
             errors,
             chunk_bytes: chunk_bytes.max(1),
@@ -375,6 +459,60 @@ mod tests {
             errs.starts_with(r#"{"line":41,"path":"","reason":"not valid JSON"#),
             "{errs}"
         );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Every (number, text) of the non-blank lines of `text`, as the chunks read them.
+    fn chunked_lines(path: &Path, chunk_bytes: usize) -> Vec<(u64, String)> {
+        let mut input = Input {
+            file: File::open(path).unwrap(),
+            carry: Vec::new(),
+        };
+        let (mut chunk, mut line, mut bytes, mut got) = (Chunk::default(), 0, 0, Vec::new());
+        loop {
+            let read = chunk.read(&mut input, line, chunk_bytes).unwrap();
+            line += read.lines;
+            bytes += read.bytes;
+            for (n, range) in &chunk.lines {
+                got.push((*n, String::from_utf8(chunk.buf[range.clone()].to_vec()).unwrap()));
+            }
+            if read.end {
+                break;
+            }
+        }
+        assert_eq!(bytes, fs::metadata(path).unwrap().len());
+        got
+    }
+
+    #[test]
+    fn chunks_end_on_whole_lines_whatever_their_size() {
+        let dir = std::env::temp_dir().join(format!("memci-batch-chunks-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("in.jsonl");
+        // Lines from empty to several times the chunk size, blank lines, CRLF, no final newline.
+        let mut text = String::new();
+        let mut state = 7u64;
+        for i in 0..300 {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let len = (state >> 33) as usize % if i % 50 == 0 { 5000 } else { 300 };
+            let _ = write!(text, "{i}:{}", "x".repeat(len));
+            text.push_str(match i % 7 {
+                0 => "\r\n",
+                1 => "\n  \n",
+                _ => "\n",
+            });
+        }
+        text.push_str("last");
+        fs::write(&path, &text).unwrap();
+        let expected: Vec<(u64, String)> = text
+            .split('\n')
+            .enumerate()
+            .map(|(i, l)| (i as u64 + 1, l.trim_end_matches('\r').to_owned()))
+            .filter(|(_, l)| !l.trim().is_empty())
+            .collect();
+        for chunk_bytes in [1, 7, 256, 1000, 1 << 20] {
+            assert_eq!(chunked_lines(&path, chunk_bytes), expected, "chunk_bytes {chunk_bytes}");
+        }
         fs::remove_dir_all(&dir).unwrap();
     }
 
