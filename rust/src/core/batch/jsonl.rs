@@ -8,6 +8,7 @@ use std::fs::{self, File};
 use std::io::{self, BufWriter, Read as _, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use rayon::ThreadPool;
 use rayon::prelude::*;
@@ -74,6 +75,7 @@ pub struct JsonlRun {
     /// The chunk read ahead (read while the one before it was processed), and a spare.
     ahead: Option<Chunk>,
     spare: Chunk,
+    buffers: Buffers,
     /// The last processed chunk and its results, written while the next one is processed.
     unwritten: Option<(Chunk, Results)>,
 }
@@ -87,6 +89,28 @@ struct Block {
     output: Vec<u8>,
 }
 
+/// Output buffers of written blocks, for the blocks of the next chunks: a run allocates about one
+/// chunk's worth of output buffers once, not fresh pages for every block.
+#[derive(Default)]
+struct Buffers(Mutex<Vec<Vec<u8>>>);
+
+impl Buffers {
+    /// An empty buffer of at least `capacity` bytes.
+    fn take(&self, capacity: usize) -> Vec<u8> {
+        let reused = self.0.lock().map_or(None, |mut spare| spare.pop());
+        let mut buf = reused.unwrap_or_default();
+        buf.reserve(capacity);
+        buf
+    }
+
+    fn give(&self, mut buf: Vec<u8>) {
+        buf.clear();
+        if let Ok(mut spare) = self.0.lock() {
+            spare.push(buf);
+        }
+    }
+}
+
 /// About how much input a block of lines holds: large enough that its output is written in one
 /// call, small enough that a chunk splits into many blocks for the pool's threads.
 const BLOCK_BYTES: usize = 1 << 20;
@@ -98,6 +122,7 @@ fn write(
     output: Option<&mut Staged>,
     mut errors: Option<&mut Staged>,
     totals: &mut Totals,
+    buffers: &Buffers,
 ) -> io::Result<()> {
     let Some(output) = output else {
         return Ok(());
@@ -121,6 +146,7 @@ fn write(
         totals.bytes_out += block.output.len() as u64;
         // A block is larger than the writer's buffer: it goes to the file in one call, uncopied.
         output.writer.write_all(&block.output)?;
+        buffers.give(block.output);
     }
     Ok(())
 }
@@ -215,7 +241,7 @@ impl Chunk {
     }
 
     /// Each line through the pipeline, in blocks of about [`BLOCK_BYTES`] on the pool's threads.
-    fn process(&self, pipeline: &Pipeline) -> Results {
+    fn process(&self, pipeline: &Pipeline, buffers: &Buffers) -> Results {
         let mut blocks = Vec::new();
         let (mut first, mut bytes) = (0, 0);
         for (i, (_, range)) in self.lines.iter().enumerate() {
@@ -235,16 +261,12 @@ impl Chunk {
                 let size = lines.last().map_or(0, |(_, r)| r.end) - lines.first().map_or(0, |(_, r)| r.start);
                 let mut block = Block {
                     outcomes: Vec::with_capacity(lines.len()),
-                    output: Vec::with_capacity(size + lines.len()),
+                    output: buffers.take(size + lines.len()),
                 };
                 for (_, range) in lines {
                     let at = block.output.len();
-                    let result = std::str::from_utf8(&self.buf[range.clone()])
-                        .map_err(|e| Bad {
-                            path: String::new(),
-                            reason: format!("not valid UTF-8: {e}"),
-                        })
-                        .and_then(|text| process(pipeline, text, &mut block.output));
+                    let result =
+                        utf8(&self.buf[range.clone()]).and_then(|text| process(pipeline, text, &mut block.output));
                     match result {
                         Ok(_) => block.output.push(b'\n'),
                         Err(_) => block.output.truncate(at),
@@ -255,6 +277,16 @@ impl Chunk {
             })
             .collect()
     }
+}
+
+/// A line's text, or why it is not UTF-8 (the standard library's wording, with the position).
+fn utf8(bytes: &[u8]) -> Result<&str, Bad> {
+    simdutf8::basic::from_utf8(bytes).or_else(|_| {
+        std::str::from_utf8(bytes).map_err(|e| Bad {
+            path: String::new(),
+            reason: format!("not valid UTF-8: {e}"),
+        })
+    })
 }
 
 /// `e` with the path it is about.
@@ -304,6 +336,7 @@ impl JsonlRun {
             done: false,
             ahead: None,
             spare: Chunk::default(),
+            buffers: Buffers::default(),
             unwritten: None,
         })
     }
@@ -349,12 +382,13 @@ impl JsonlRun {
         let unwritten = self.unwritten.take();
         let (pipeline, input, line, chunk_bytes) = (&self.pipeline, &mut self.input, self.line, self.chunk_bytes);
         let (output, errors, totals) = (self.output.as_mut(), self.errors.as_mut(), &mut self.totals);
+        let buffers = &self.buffers;
         let (results, (wrote, read)) = pool.install(|| {
             rayon::join(
-                || current.process(pipeline),
+                || current.process(pipeline, buffers),
                 || {
                     let wrote = unwritten
-                        .map(|(chunk, results)| write(&chunk, results, output, errors, totals).map(|()| chunk))
+                        .map(|(chunk, results)| write(&chunk, results, output, errors, totals, buffers).map(|()| chunk))
                         .transpose();
                     (wrote, read_on.then(|| next.read(input, line, chunk_bytes)).transpose())
                 },
@@ -380,6 +414,7 @@ impl JsonlRun {
                 self.output.as_mut(),
                 self.errors.as_mut(),
                 &mut self.totals,
+                &self.buffers,
             )?;
             self.spare = chunk;
         }

@@ -385,10 +385,13 @@ fn has_duplicate_keys(value: ValueRef<'_>, count: usize) -> bool {
         return false;
     };
     if count <= 16 {
-        items
-            .entries()
-            .enumerate()
-            .any(|(i, (k, _))| items.entries().skip(i + 1).any(|(other, _)| other == k))
+        // One pass over the entries, then the pairs of their keys.
+        let mut keys = [""; 16];
+        for (slot, (k, _)) in keys.iter_mut().zip(items.entries()) {
+            *slot = k;
+        }
+        let keys = &keys[..count];
+        keys.iter().enumerate().any(|(i, k)| keys[i + 1..].contains(k))
     } else {
         let mut seen = HashSet::with_capacity(count);
         items.entries().any(|(k, _)| !seen.insert(k))
