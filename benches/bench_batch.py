@@ -25,8 +25,15 @@ Peers, each from the JSONL file to a JSONL file, on the same 2 cores:
 
 ``python benches/bench_batch.py`` (``make bench-batch-large``: on the 200 MB file) runs every peer
 once and prints the ratios and the CLI's peak memory (``ru_maxrss`` of a ``memci batch`` child
-process) on the same file; for ``clean`` it adds two floors on one core: ``copy-floor`` (every
-line read and written back as it is) and ``loads-floor`` (``json.loads`` of every line).
+process) on the same file, with these floors beside them:
+
+- ``io-floor`` (both workloads): the file read and written to a new file in 1 MiB blocks, unparsed
+  (one core; the kernel's copies, what any run that writes its output pays);
+- ``floor+io`` (budget): the sum of the two, the least a run that counts the kept text and writes
+  its output could take without parsing anything;
+- ``tiktoken-floor`` (budget): the same kept texts counted with tiktoken in the pool (2 cores),
+  what the floor would be with the tokenizer the peers use;
+- ``loads-floor`` (clean): ``json.loads`` of every line, nothing else (one core).
 """
 
 from __future__ import annotations
@@ -262,11 +269,14 @@ def kept_texts(path: Path) -> list[str]:
     return texts
 
 
-def copy_lines(source: Path, target: Path) -> None:
-    """The I/O floor of a clean run: every line read and written back as it is (one core)."""
-    with source.open("rb") as f, target.open("wb") as g:
-        for line in f:
-            g.write(line)
+def copy_blocks(source: Path, target: Path) -> None:
+    """The I/O floor: the file read and written to a new file in 1 MiB blocks, unparsed (one core).
+    A new file each time, as a run's output is (it is staged and renamed into place)."""
+    target.unlink(missing_ok=True)
+    block = bytearray(1 << 20)
+    with source.open("rb", buffering=0) as f, target.open("wb", buffering=0) as g:
+        while n := f.readinto(block):
+            g.write(memoryview(block)[:n])
 
 
 def parse_lines(source: Path) -> None:
@@ -274,6 +284,22 @@ def parse_lines(source: Path) -> None:
     with source.open("rb") as f:
         for line in f:
             json.loads(line)
+
+
+def _tiktoken_count(texts: list[str]) -> tuple[int, float]:
+    """A pool task: the tokens of ``texts`` by tiktoken, and the worker's CPU seconds."""
+    cpu = time.process_time()
+    n = sum(len(_encode(t)) for t in texts)
+    return n, time.process_time() - cpu
+
+
+def tiktoken_floor(pool: Any, texts: list[str]) -> int:
+    """The tokenizer floor with tiktoken: ``texts`` counted in the pool, in slices of 2,000."""
+    total, WORKER_CPU[0] = 0, 0.0
+    for n, cpu in pool.imap(_tiktoken_count, (texts[i : i + 2000] for i in range(0, len(texts), 2000))):
+        total += n
+        WORKER_CPU[0] += cpu
+    return total
 
 
 def _start_worker() -> None:
@@ -353,9 +379,12 @@ def test_batch(benchmark: Any, shared_pool: Any, tmp_path: Path, workload: str, 
 def _time(fn: Callable[[], Any], repeat: int = 2) -> tuple[float, float]:
     """The best wall time of ``repeat`` runs and the CPU time of that run (this process's threads
     plus the pool workers'). The machine is shared: the best run is the least disturbed one, and
-    CPU time is what the work costs whatever else runs."""
+    CPU time is what the work costs whatever else runs. Each run starts after a sync."""
     best = (float("inf"), 0.0)
     for _ in range(repeat):
+        # The output the run before wrote goes to disk now, not in the kernel's write-back
+        # threads beside this run on the same 2 cores.
+        os.sync()
         WORKER_CPU[0] = 0.0
         start, cpu = time.perf_counter(), time.process_time()
         fn()
@@ -376,15 +405,18 @@ def main() -> None:
             "python-pool": _time(lambda w=workload: run_pool(p, "python-pool", w, source, out / "py.jsonl")),
             "memci-pool": _time(lambda w=workload: run_pool(p, "memci-pool", w, source, out / "mp.jsonl")),
         }
+        times["io-floor"] = _time(lambda: copy_blocks(source, out / "copy.jsonl"))
         if workload == "budget":
             texts = kept_texts(out / "memci.jsonl")
             times["floor"] = _time(lambda t=texts: tokens.count_batch(t))
+            (fw, fc), (iw, ic) = times["floor"], times["io-floor"]
+            times["floor+io"] = (fw + iw, fc + ic)
+            times["tiktoken-floor"] = _time(lambda t=texts: tiktoken_floor(p, t))
         else:
-            times["copy-floor"] = _time(lambda: copy_lines(source, out / "copy.jsonl"))
             times["loads-floor"] = _time(lambda: parse_lines(source))
         wall, cpu = times["memci-batch"]
         for peer, (w, c) in times.items():
-            print(f"{workload:>7} {peer:>12} wall {w:7.3f} s ({w / wall:5.2f}x)   cpu {c:7.3f} s ({c / cpu:5.2f}x)")
+            print(f"{workload:>7} {peer:>14} wall {w:7.3f} s ({w / wall:5.2f}x)   cpu {c:7.3f} s ({c / cpu:5.2f}x)")
     cli = [sys.executable, "-m", "memci", "batch", str(source), str(out / "cli.jsonl"), "--sanitize", "--max-tokens"]
     cli += [str(BUDGET), "--keep-system", "--workers", str(WORKERS), "--quiet"]
     # A fresh parent whose only child is the CLI: its RUSAGE_CHILDREN peak is the CLI's own.
