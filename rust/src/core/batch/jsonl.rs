@@ -37,7 +37,9 @@ impl Staged {
         let temp = path.with_file_name(temp_name);
         let file = File::create(&temp)?;
         Ok(Self {
-            writer: BufWriter::with_capacity(1 << 20, file),
+            // Small: a block's output (about `BLOCK_BYTES`) is larger and goes to the file
+            // uncopied; the buffer gathers only the errors file's lines and a last short block.
+            writer: BufWriter::with_capacity(64 << 10, file),
             temp,
             path: path.to_owned(),
         })
