@@ -246,7 +246,14 @@ pub struct Items<'a> {
     bytes: &'a [u8],
 }
 
+#[inline]
 fn read_varint(bytes: &[u8], pos: &mut usize) -> usize {
+    // Most lengths and counts are under 128: one byte.
+    let first = bytes[*pos];
+    if first < 0x80 {
+        *pos += 1;
+        return usize::from(first);
+    }
     let mut n = 0usize;
     let mut shift = 0;
     loop {
@@ -280,6 +287,7 @@ fn utf8(bytes: &[u8]) -> &str {
 }
 
 /// The byte length of the value starting at `bytes[pos]`.
+#[inline]
 fn value_len(bytes: &[u8], pos: usize) -> usize {
     let mut p = pos + 1;
     match bytes[pos] {

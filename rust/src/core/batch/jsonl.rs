@@ -97,11 +97,15 @@ struct Block {
 struct Buffers(Mutex<Vec<Vec<u8>>>);
 
 impl Buffers {
-    /// An empty buffer of at least `capacity` bytes.
+    /// An empty buffer of at least `capacity` bytes. Sizes are rounded up a step (256 KiB), so
+    /// that a reused buffer is seldom a little short and reallocated.
     fn take(&self, capacity: usize) -> Vec<u8> {
         let reused = self.0.lock().map_or(None, |mut spare| spare.pop());
         let mut buf = reused.unwrap_or_default();
-        buf.reserve(capacity);
+        if buf.capacity() < capacity {
+            let step = 256 << 10;
+            buf.reserve_exact((capacity / step + 2) * step);
+        }
         buf
     }
 
