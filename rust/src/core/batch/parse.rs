@@ -459,6 +459,31 @@ mod tests {
     }
 
     #[test]
+    fn a_repeated_key_gives_way_to_the_reference_however_it_is_written() {
+        let wide = |n: usize, last: &str| {
+            let mut keys: Vec<String> = (0..n).map(|i| format!("\"k{i}\":{i}")).collect();
+            keys.push(format!("\"{last}\":0"));
+            format!(r#"[{{"role":"user","content":"x","w":{{{}}}}}]"#, keys.join(","))
+        };
+        for (line, repeats) in [
+            (r#"[{"role":"user","content":"x","role":"user"}]"#.to_owned(), true),
+            (r#"[{"role":"user","content":"x","\u0072ole":"user"}]"#.to_owned(), true),
+            (r#"[{"role":"user","content":"x","a\"b":1,"a\"b":2}]"#.to_owned(), true),
+            (r#"[{"role":"user","content":"x","a\"b":1,"a\"c":2}]"#.to_owned(), false),
+            // Around 16 keys, where the check goes from pairs of keys to a set.
+            (wide(14, "k0"), true),
+            (wide(15, "k0"), true),
+            (wide(16, "k0"), true),
+            (wide(16, "k15"), true),
+            (wide(15, "new"), false),
+            (wide(16, "new"), false),
+            (wide(40, "k39"), true),
+        ] {
+            assert_eq!(!cross_check(&line), repeats, "{line}");
+        }
+    }
+
+    #[test]
     fn a_long_container_encodes_as_the_reference_does() {
         for n in [127, 128, 300, 20_000] {
             let mut line = String::from(r#"[{"role":"user","content":"x","big":["#);
