@@ -5,6 +5,8 @@
 //! and `prev`/`next` links so a run of nodes can be linked into or unlinked from a [`Chain`] in
 //! O(1) (the context system's pages are such runs). Nothing is ever removed: ids stay valid.
 
+use std::ops::Range;
+
 use crate::core::roles::Role;
 use crate::core::value::ValueRef;
 
@@ -81,6 +83,43 @@ impl Arena {
             role,
         });
         (self.nodes.len() - 1) as NodeId
+    }
+
+    /// Store the encoded messages `bytes[span]` of one buffer, taken as a chunk of its own (no
+    /// copy); the ids are consecutive, from the returned one. The nodes start unlinked.
+    pub fn adopt(
+        &mut self,
+        bytes: Vec<u8>,
+        messages: impl ExactSizeIterator<Item = (Range<usize>, Role, f64)>,
+    ) -> NodeId {
+        assert!(
+            self.nodes.len() + messages.len() < NIL as usize,
+            "the arena holds at most 2^32 - 1 messages"
+        );
+        let first = self.nodes.len() as NodeId;
+        let chunk = self.chunks.len() as u32;
+        self.nodes.reserve(messages.len());
+        for (range, role, timestamp) in messages {
+            self.nodes.push(Node {
+                span: Span {
+                    chunk,
+                    start: range.start as u32,
+                    len: range.len() as u32,
+                },
+                timestamp,
+                prev: NIL,
+                next: NIL,
+                role,
+            });
+        }
+        self.chunks.push(bytes);
+        first
+    }
+
+    /// The buffer of the first chunk, taken out, for reuse once the arena is done with
+    /// (an arena that [`Arena::adopt`]ed one gives it back). Empty for an empty arena.
+    pub fn into_first_chunk(self) -> Vec<u8> {
+        self.chunks.into_iter().next().unwrap_or_default()
     }
 
     pub fn node(&self, id: NodeId) -> &Node {

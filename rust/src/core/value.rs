@@ -68,8 +68,29 @@ pub const WELL_KNOWN_KEYS: [&str; 16] = [
     "is_error",
 ];
 
+/// The code of a well-known key. A `match` on the bytes (length first, then a compare), not a
+/// search of [`WELL_KNOWN_KEYS`]: every key of every message passes through here.
 fn well_known_code(key: &str) -> Option<u8> {
-    WELL_KNOWN_KEYS.iter().position(|k| *k == key).map(|i| i as u8)
+    let code = match key.as_bytes() {
+        b"role" => 0,
+        b"content" => 1,
+        b"tool_calls" => 2,
+        b"tool_call_id" => 3,
+        b"name" => 4,
+        b"timestamp" => 5,
+        b"type" => 6,
+        b"text" => 7,
+        b"id" => 8,
+        b"function" => 9,
+        b"arguments" => 10,
+        b"input" => 11,
+        b"tool_use_id" => 12,
+        b"image_url" => 13,
+        b"url" => 14,
+        b"is_error" => 15,
+        _ => return None,
+    };
+    Some(code)
 }
 
 /// Writes values into a byte buffer. Containers are opened with their item count and closed
@@ -126,14 +147,17 @@ impl<'a> Encoder<'a> {
         self.buf.extend_from_slice(s.as_bytes());
     }
 
-    pub fn key(&mut self, key: &str) {
-        if let Some(code) = well_known_code(key) {
+    /// A dict key; returns its well-known code, if it has one (an inline key has none).
+    pub fn key(&mut self, key: &str) -> Option<u8> {
+        let code = well_known_code(key);
+        if let Some(code) = code {
             self.buf.push(code);
         } else {
             self.buf.push(INLINE_KEY);
             self.varint(key.len());
             self.buf.extend_from_slice(key.as_bytes());
         }
+        code
     }
 
     fn open(&mut self, tag: u8, count: usize) -> Open {
@@ -581,6 +605,16 @@ mod tests {
         let buf = sample();
         assert!(read_within(&buf, buf.len()).is_ok());
         assert!(read_within(&buf, buf.len() - 1).is_err());
+    }
+
+    #[test]
+    fn every_well_known_key_has_its_position_as_code() {
+        for (i, key) in WELL_KNOWN_KEYS.iter().enumerate() {
+            assert_eq!(well_known_code(key), Some(i as u8), "{key}");
+        }
+        for other in ["", "rol", "roles", "Role", "contents", "tool_call", "x-custom"] {
+            assert_eq!(well_known_code(other), None, "{other}");
+        }
     }
 
     #[test]

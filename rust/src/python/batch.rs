@@ -145,12 +145,11 @@ impl BatchPipeline {
         let outcomes: Vec<Option<Outcome>> = py.detach(|| {
             self.pool.install(|| {
                 encoded
-                    .par_iter()
-                    .map(|inc| inc.as_ref().map(|inc| pipeline.apply(inc)))
+                    .into_par_iter()
+                    .map(|inc| inc.map(|inc| pipeline.apply(inc)))
                     .collect()
             })
         });
-        drop(encoded);
         let mut totals = Totals {
             bad: bad.len() as u64,
             ..Totals::default()

@@ -119,7 +119,7 @@ impl Buffers {
 
 /// About how much input a block of lines holds: large enough that its output is written in one
 /// call, small enough that a chunk splits into many blocks for the pool's threads.
-const BLOCK_BYTES: usize = 1 << 20;
+const BLOCK_BYTES: usize = 256 << 10;
 
 /// Write a processed chunk: each block's output to `output`, each bad line to `errors`.
 fn write(

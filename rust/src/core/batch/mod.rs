@@ -179,10 +179,9 @@ impl Pipeline {
     }
 
     /// Apply the steps to one conversation of checked messages. O(conversation), one thread.
-    pub fn apply(&self, incoming: &Incoming) -> Outcome {
+    pub fn apply(&self, incoming: Incoming) -> Outcome {
         let n = incoming.len();
-        let mut store = Store::default();
-        store.append(incoming);
+        let mut store = Store::of(incoming);
         let mut outcome = Outcome {
             messages_in: n,
             ..Outcome::default()
@@ -218,6 +217,7 @@ impl Pipeline {
                 }
             })
             .collect();
+        store.recycle();
         outcome
     }
 }
@@ -261,7 +261,7 @@ mod tests {
             Format::Chat,
         )
         .unwrap();
-        let outcome = pipeline.apply(&conversation);
+        let outcome = pipeline.apply(conversation);
         assert_eq!(outcome.kept, [Kept::Input(1), Kept::Input(3), Kept::Input(4)]);
         assert_eq!(outcome.removed, [1, 0, 0, 1, 0]);
         assert_eq!(outcome.tokens.len(), 1);
@@ -290,7 +290,7 @@ mod tests {
             Format::Chat,
         )
         .unwrap();
-        let outcome = pipeline.apply(&conversation);
+        let outcome = pipeline.apply(conversation);
         assert_eq!(
             outcome.kept,
             [Kept::Input(1), Kept::Input(2), Kept::Input(3), Kept::Input(4)]

@@ -178,7 +178,7 @@ impl<'a> Record<'a> {
 /// Run the pipeline on one record's text and append the result to `out`.
 pub fn process(pipeline: &Pipeline, text: &str, out: &mut Vec<u8>) -> Result<Outcome, Bad> {
     let (record, incoming) = Record::read(text, pipeline)?;
-    let outcome = pipeline.apply(&incoming);
+    let outcome = pipeline.apply(incoming);
     record.write(&outcome, out);
     Ok(outcome)
 }

@@ -65,11 +65,23 @@ impl Default for Incoming {
 
 impl Drop for Incoming {
     fn drop(&mut self) {
-        if self.bytes.capacity() <= SCRATCH_KEEP_BYTES {
-            let mut bytes = std::mem::take(&mut self.bytes);
-            bytes.clear();
-            SCRATCH.set(bytes);
-        }
+        recycle_scratch(std::mem::take(&mut self.bytes));
+    }
+}
+
+/// Keep `bytes` as this thread's encoding buffer, if it is larger than the one kept and not too
+/// large to keep.
+fn recycle_scratch(mut bytes: Vec<u8>) {
+    if bytes.capacity() <= SCRATCH_KEEP_BYTES {
+        bytes.clear();
+        SCRATCH.with(|kept| {
+            let previous = kept.take();
+            kept.set(if previous.capacity() >= bytes.capacity() {
+                previous
+            } else {
+                bytes
+            });
+        });
     }
 }
 
@@ -179,6 +191,37 @@ impl Store {
             )));
         }
         Ok(i as usize)
+    }
+
+    /// A store holding `incoming` alone, as `append` to an empty store leaves it, built for a
+    /// store that lives for one conversation (a batch record): the encodings are taken as they
+    /// are (one arena chunk, not copied message by message) and the view is built in one go.
+    /// Give the buffer back with [`Store::recycle`] when done. O(k).
+    pub fn of(mut incoming: Incoming) -> Store {
+        let mut store = Store::default();
+        if incoming.bytes.len() > u32::MAX as usize {
+            // An arena span holds 32-bit offsets: so large a conversation is stored message by message.
+            store.append(&incoming);
+            return store;
+        }
+        let t = now();
+        let bytes = std::mem::take(&mut incoming.bytes);
+        let messages = std::mem::take(&mut incoming.messages);
+        let first = store.arena.adopt(
+            bytes,
+            messages
+                .into_iter()
+                .map(|(range, facts)| (range, facts.role, facts.timestamp.unwrap_or(t))),
+        );
+        let ids: Vec<NodeId> = (first..store.arena.len() as NodeId).collect();
+        store.view = View::of(CowVec::from_slice(&ids), &store.arena);
+        store
+    }
+
+    /// Drop the store, keeping the buffer [`Store::of`] took for the next [`Incoming`] of this
+    /// thread (a batch would otherwise grow a new one for every record).
+    pub fn recycle(self) {
+        recycle_scratch(self.arena.into_first_chunk());
     }
 
     /// APPEND: no new batch. O(k).
