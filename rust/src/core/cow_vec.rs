@@ -52,6 +52,20 @@ impl<T: Copy> CowVec<T> {
         }
     }
 
+    /// A vector holding `items`: up to one chunk's worth, `items` becomes the chunk (no copy);
+    /// more are copied into chunks. O(1) or O(n).
+    pub fn from_vec(items: Vec<T>) -> Self {
+        if items.len() > CHUNK {
+            return Self::from_slice(&items);
+        }
+        let len = items.len();
+        let chunks = if len == 0 { Vec::new() } else { vec![Arc::new(items)] };
+        Self {
+            chunks: Arc::new(chunks),
+            len,
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -99,7 +113,7 @@ impl<T: Copy> CowVec<T> {
     }
 
     /// The items in order.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &T> + '_ {
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &T> + Clone + '_ {
         self.chunks.iter().flat_map(|c| c.iter())
     }
 
@@ -259,6 +273,14 @@ mod tests {
             assert_eq!(v.len(), n as usize);
             assert_eq!(v.to_vec(), (0..n).collect::<Vec<_>>());
             assert_eq!(CowVec::from_slice(&v.to_vec()), v);
+            let mut owned = CowVec::from_vec(v.to_vec());
+            assert_eq!(owned, v);
+            // Growing a vector that took its items as its chunk keeps every chunk but the last full.
+            for k in 0..=CHUNK as u32 {
+                owned.push_back(n + k);
+            }
+            assert_eq!(owned.to_vec(), (0..=n + CHUNK as u32).collect::<Vec<_>>());
+            assert!(owned.chunks[..owned.chunks.len() - 1].iter().all(|c| c.len() == CHUNK));
             for (a, b) in [(0, 0), (0, 3), (1000, 1030), (1023, 2049), (4000, 9000), (7, 3)] {
                 let want: Vec<u32> = (0..n).skip(a).take(b.max(a) - a).collect();
                 assert_eq!(v.range(a..b).collect::<Vec<_>>(), want, "n={n} range {a}..{b}");

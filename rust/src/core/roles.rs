@@ -50,14 +50,20 @@ pub struct RoleIndex {
 }
 
 impl RoleIndex {
-    /// Built from the roles of the visible messages, in order. O(n).
-    pub fn from_roles(roles: impl Iterator<Item = Role>) -> Self {
-        let mut positions: [Vec<u32>; 5] = Default::default();
+    /// Built from the roles of the visible messages, in order. O(n), in two passes over `roles`:
+    /// one to count each role, one to fill vectors of that exact size, which become the index's
+    /// vectors uncopied (growing them by doubling made most of a batch record's reallocations).
+    pub fn from_roles(roles: impl Iterator<Item = Role> + Clone) -> Self {
+        let mut counts = [0usize; 5];
+        for role in roles.clone() {
+            counts[role as usize] += 1;
+        }
+        let mut positions: [Vec<u32>; 5] = counts.map(Vec::with_capacity);
         for (pos, role) in roles.enumerate() {
             positions[role as usize].push(pos as u32);
         }
         Self {
-            positions: positions.map(|p| CowVec::from_slice(&p)),
+            positions: positions.map(CowVec::from_vec),
         }
     }
 

@@ -214,7 +214,7 @@ impl Store {
                 .map(|(range, facts)| (range, facts.role, facts.timestamp.unwrap_or(t))),
         );
         let ids: Vec<NodeId> = (first..store.arena.len() as NodeId).collect();
-        store.view = View::of(CowVec::from_slice(&ids), &store.arena);
+        store.view = View::of(CowVec::from_vec(ids), &store.arena);
         store
     }
 
