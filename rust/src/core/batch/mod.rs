@@ -190,7 +190,7 @@ impl Pipeline {
             let before = store.len();
             match step {
                 Step::Sanitize => {
-                    store.sanitize(String::new());
+                    store.sanitize_once(String::new());
                 }
                 Step::TrimToTokens(budget) => store.trim_to_tokens_lazily(budget, String::new()),
                 Step::Truncate(cuts) => {
