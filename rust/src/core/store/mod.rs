@@ -86,6 +86,13 @@ fn recycle_scratch(mut bytes: Vec<u8>) {
 }
 
 impl Incoming {
+    /// An empty list with room for `messages` messages.
+    pub fn with_capacity(messages: usize) -> Self {
+        let mut incoming = Self::default();
+        incoming.messages.reserve(messages);
+        incoming
+    }
+
     /// Start the next message: encode it with the returned encoder, then call [`Incoming::finish`].
     pub fn encoder(&mut self) -> (usize, Encoder<'_>) {
         (self.bytes.len(), Encoder::new(&mut self.bytes))
