@@ -379,9 +379,10 @@ def test_batch(benchmark: Any, shared_pool: Any, tmp_path: Path, workload: str, 
 # ---- one run of everything, with ratios --------------------------------------------------------------
 
 
-def _time(fn: Callable[[], Any], output: Path | None = None, repeat: int = 2) -> tuple[float, float]:
+def _time(fn: Callable[[], Any], output: Path | None = None, repeat: int = 5) -> tuple[float, float]:
     """The best wall time of ``repeat`` runs and the CPU time of that run (this process's threads
-    plus the pool workers'). The machine is shared: the best run is the least disturbed one, and
+    plus the pool workers'). The machine is shared: the best run is the least disturbed one (a
+    0.1 s run disturbed once in a few runs doubled, measured, so two runs were too few), and
     CPU time is what the work costs whatever else runs. Each run writes its ``output`` as a new
     file (the one before is deleted untimed: freeing its pages is not the run's work) and starts
     after a sync (the write-back of the runs before is not done beside it)."""
