@@ -3,7 +3,7 @@
 
 use crate::core::error::quoted;
 use crate::core::roles::Role;
-use crate::core::value::{Items, Value, ValueRef};
+use crate::core::value::{Items, Value, ValueRef, WELL_KNOWN_KEYS};
 
 /// What the store records beside an accepted message.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -48,8 +48,12 @@ pub mod key {
     pub const TOOL_CALLS: usize = 2;
     pub const TOOL_CALL_ID: usize = 3;
     pub const TIMESTAMP: usize = 5;
+    pub const NAME: usize = 4;
     pub const TYPE: usize = 6;
     pub const ID: usize = 8;
+    pub const FUNCTION: usize = 9;
+    pub const ARGUMENTS: usize = 10;
+    pub const INPUT: usize = 11;
     pub const TOOL_USE_ID: usize = 12;
 }
 
@@ -279,26 +283,44 @@ fn check_tool_calls(value: ValueRef<'_>) -> Result<bool, Broken> {
         let Some(fields) = call.as_dict() else {
             return Err(broken(place(), format!("must be a dict, got {}", kind(call))));
         };
-        for key in ["id", "type"] {
-            require_str(fields.field(key), &place, key)?;
+        // One pass over the call's keys (the first of each, as `field` finds it).
+        let (mut id, mut call_type, mut function, mut custom) = (None, None, None, None);
+        for (key, value) in fields.keyed_entries() {
+            let slot = match key.code {
+                Some(key::ID) => &mut id,
+                Some(key::TYPE) => &mut call_type,
+                Some(key::FUNCTION) => &mut function,
+                None if key.name == "custom" => &mut custom,
+                _ => continue,
+            };
+            slot.get_or_insert(value);
         }
+        require_str(id, &place, "id")?;
+        require_str(call_type, &place, "type")?;
         // The Chat Completions API's two kinds of tool call: `function` (a JSON `arguments`
         // string) and `custom` (a free-form `input` string).
-        let (key, texts) = if fields.field("type").and_then(ValueRef::as_str) == Some("custom") {
-            ("custom", ["name", "input"])
+        let (key, inner, text_key) = if call_type.and_then(ValueRef::as_str) == Some("custom") {
+            ("custom", custom, key::INPUT)
         } else {
-            ("function", ["name", "arguments"])
+            ("function", function, key::ARGUMENTS)
         };
         let inner_place = || format!("{}.{key}", place());
-        let Some(inner) = fields.field(key) else {
+        let Some(inner) = inner else {
             return Err(broken(inner_place(), "missing"));
         };
         let Some(inner) = inner.as_dict() else {
             return Err(broken(inner_place(), format!("must be a dict, got {}", kind(inner))));
         };
-        for text in texts {
-            require_str(inner.field(text), &inner_place, text)?;
+        let (mut name, mut text) = (None, None);
+        for (k, value) in inner.keyed_entries() {
+            match k.code {
+                Some(key::NAME) => _ = name.get_or_insert(value),
+                Some(c) if c == text_key => _ = text.get_or_insert(value),
+                _ => {}
+            }
         }
+        require_str(name, &inner_place, "name")?;
+        require_str(text, &inner_place, WELL_KNOWN_KEYS[text_key])?;
     }
     Ok(calls.count > 0)
 }
@@ -508,6 +530,10 @@ mod tests {
             key::TYPE,
             key::ID,
             key::TOOL_USE_ID,
+            key::NAME,
+            key::FUNCTION,
+            key::ARGUMENTS,
+            key::INPUT,
         ];
         let names: Vec<&str> = codes.iter().map(|&c| K[c]).collect();
         assert_eq!(
@@ -520,9 +546,65 @@ mod tests {
                 "timestamp",
                 "type",
                 "id",
-                "tool_use_id"
+                "tool_use_id",
+                "name",
+                "function",
+                "arguments",
+                "input"
             ]
         );
+    }
+
+    #[test]
+    fn each_fault_of_a_tool_call_is_named_at_its_place() {
+        let with = |calls: &str| format!(r#"{{"role": "assistant", "content": null, "tool_calls": {calls}}}"#);
+        let cases = [
+            ("[3]", ".tool_calls[0]"),
+            (
+                r#"[{"type": "function", "function": {"name": "f", "arguments": "{}"}}]"#,
+                ".tool_calls[0].id",
+            ),
+            (
+                r#"[{"id": 1, "type": "function", "function": {"name": "f", "arguments": "{}"}}]"#,
+                ".tool_calls[0].id",
+            ),
+            (
+                r#"[{"id": "a", "function": {"name": "f", "arguments": "{}"}}]"#,
+                ".tool_calls[0].type",
+            ),
+            (r#"[{"id": "a", "type": "function"}]"#, ".tool_calls[0].function"),
+            (
+                r#"[{"id": "a", "type": "function", "function": []}]"#,
+                ".tool_calls[0].function",
+            ),
+            (
+                r#"[{"id": "a", "type": "function", "function": {"arguments": "{}"}}]"#,
+                ".tool_calls[0].function.name",
+            ),
+            (
+                r#"[{"id": "a", "type": "function", "function": {"name": "f", "input": "x"}}]"#,
+                ".tool_calls[0].function.arguments",
+            ),
+            (
+                r#"[{"id": "a", "type": "function", "function": {"name": "f", "arguments": {}}}]"#,
+                ".tool_calls[0].function.arguments",
+            ),
+            (
+                r#"[{"id": "a", "type": "custom", "function": {"name": "f", "arguments": "{}"}}]"#,
+                ".tool_calls[0].custom",
+            ),
+            (
+                r#"[{"id": "a", "type": "custom", "custom": {"input": "x"}}]"#,
+                ".tool_calls[0].custom.name",
+            ),
+            (
+                r#"[{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}, {"id": "b"}]"#,
+                ".tool_calls[1].type",
+            ),
+        ];
+        for (calls, at) in cases {
+            assert_eq!(place(&with(calls)), Err(at.to_owned()), "{calls}");
+        }
     }
 
     #[test]
