@@ -16,7 +16,7 @@ Message: TypeAlias = dict[str, Any]
 #: Conversations are handed to the core this many at a time by :meth:`Pipeline.run`.
 DEFAULT_CHUNK = 2048
 #: A JSONL run reads about this many bytes at a time (memory is bounded by a few times this).
-DEFAULT_CHUNK_BYTES = 8 << 20
+DEFAULT_CHUNK_BYTES = 4 << 20
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -255,7 +255,7 @@ impl BatchPipeline {
 
     /// Start a streamed run of the JSONL file `input` into `output` (and bad records into
     /// `errors`); drive it with `JsonlRun.step`.
-    #[pyo3(signature = (input, output, errors = None, chunk_bytes = 8 << 20))]
+    #[pyo3(signature = (input, output, errors = None, chunk_bytes = 4 << 20))]
     fn open_jsonl(
         &self,
         input: PathBuf,
