@@ -27,8 +27,9 @@ Peers, each from the JSONL file to a JSONL file, on the same 2 cores:
 once and prints the ratios and the CLI's peak memory (``ru_maxrss`` of a ``memci batch`` child
 process) on the same file, with these floors beside them:
 
-- ``io-floor`` (both workloads): the file read and written to a new file in 1 MiB blocks, unparsed
-  (one core; the kernel's copies, what any run that writes its output pays);
+- ``io-floor`` (both workloads): the file read and written to a new file in 1 MiB blocks, unparsed,
+  each block's place reserved before it is written (one core; the kernel's copies, what any run
+  that writes its output pays);
 - ``floor+io`` (budget): the sum of the two, the least a run that counts the kept text and writes
   its output could take without parsing anything;
 - ``tiktoken-floor`` (budget): the same kept texts counted with tiktoken in the pool (2 cores),
@@ -270,11 +271,18 @@ def kept_texts(path: Path) -> list[str]:
 
 
 def copy_blocks(source: Path, target: Path) -> None:
-    """The I/O floor: the file read and written to ``target`` in 1 MiB blocks, unparsed (one core)."""
+    """The I/O floor: the file read and written to ``target`` in 1 MiB blocks, unparsed (one core).
+    Each block's place in ``target`` is reserved before it is written (``posix_fallocate``, as
+    memci's JSONL runs reserve each chunk's output): on ext4 that skips the per-page bookkeeping of
+    delayed allocation, a fifth of the copy's kernel time."""
     block = bytearray(1 << 20)
+    at = 0
     with source.open("rb", buffering=0) as f, target.open("wb", buffering=0) as g:
         while n := f.readinto(block):
+            if hasattr(os, "posix_fallocate"):
+                os.posix_fallocate(g.fileno(), at, n)
             g.write(memoryview(block)[:n])
+            at += n
 
 
 def parse_lines(source: Path) -> None:
