@@ -24,7 +24,8 @@ Peers, each from the JSONL file to a JSONL file, on the same 2 cores:
   kept messages alone (collected beforehand), on 2 cores.
 
 ``python benches/bench_batch.py`` (``make bench-batch-large``: on the 200 MB file) runs every peer
-once and prints the ratios and the CLI's peak memory (``ru_maxrss`` of a ``memci batch`` child
+and floor in five interleaved rounds and prints the ratios of their best runs (medians beside) and
+the CLI's peak memory (``ru_maxrss`` of a ``memci batch`` child
 process) on the same file, with these floors beside them:
 
 - ``io-floor`` (both workloads): the file read and written to a new file in 1 MiB blocks, unparsed,
@@ -387,51 +388,73 @@ def test_batch(benchmark: Any, shared_pool: Any, tmp_path: Path, workload: str, 
 # ---- one run of everything, with ratios --------------------------------------------------------------
 
 
-def _time(fn: Callable[[], Any], output: Path | None = None, repeat: int = 5) -> tuple[float, float]:
-    """The best wall time of ``repeat`` runs and the CPU time of that run (this process's threads
-    plus the pool workers'). The machine is shared: the best run is the least disturbed one (a
-    0.1 s run disturbed once in a few runs doubled, measured, so two runs were too few), and
-    CPU time is what the work costs whatever else runs. Each run writes its ``output`` as a new
-    file (the one before is deleted untimed: freeing its pages is not the run's work) and starts
-    after a sync (the write-back of the runs before is not done beside it)."""
-    best = (float("inf"), 0.0)
-    for _ in range(repeat):
-        if output is not None:
-            output.unlink(missing_ok=True)
-        os.sync()
-        WORKER_CPU[0] = 0.0
-        start, cpu = time.perf_counter(), time.process_time()
-        fn()
-        wall, cpu = time.perf_counter() - start, time.process_time() - cpu + WORKER_CPU[0]
-        best = min(best, (wall, cpu))
-    return best
+#: Timed runs of each peer and floor in ``main``.
+ROUNDS = 5
+
+
+def _run(fn: Callable[[], Any], output: Path | None) -> tuple[float, float]:
+    """One timed run: wall time and CPU time (this process's threads plus the pool workers'). It
+    writes its ``output`` as a new file (the one before is deleted untimed: freeing its pages is
+    not the run's work) and starts after a sync (the write-back of the runs before is not done
+    beside it)."""
+    if output is not None:
+        output.unlink(missing_ok=True)
+    os.sync()
+    WORKER_CPU[0] = 0.0
+    start, cpu = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - start, time.process_time() - cpu + WORKER_CPU[0]
+
+
+def _time_all(runs: dict[str, tuple[Callable[[], Any], Path | None]]) -> dict[str, list[tuple[float, float]]]:
+    """``ROUNDS`` timed runs of every entry, in rounds (each round runs every entry once), so
+    that every peer meets the shared machine's quiet and busy spells alike; each entry's runs,
+    sorted by wall time."""
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
+    for _ in range(ROUNDS):
+        for name, (fn, output) in runs.items():
+            times[name].append(_run(fn, output))
+    return {name: sorted(t) for name, t in times.items()}
 
 
 def main() -> None:
+    """Every peer and floor of both workloads, run in interleaved rounds. Ratios are of the best
+    runs (the least disturbed ones: a 0.1 s run disturbed once in a few runs doubled, measured);
+    the median wall time is printed beside them to show the spread."""
     mb = dataset_mb(True)
     source = dataset(mb)
-    print(f"dataset: {source} ({source.stat().st_size / 1e6:.1f} MB)")
+    print(f"dataset: {source} ({source.stat().st_size / 1e6:.1f} MB), best of {ROUNDS} interleaved runs")
     p = pool()
     out = Path(tempfile.mkdtemp(prefix="memci-bench-batch-"))
     memci_out, py_out, mp_out = out / "memci.jsonl", out / "py.jsonl", out / "mp.jsonl"
+    copy_out = out / "copy.jsonl"
     for workload in ("budget", "clean"):
-        times = {
-            "memci-batch": _time(lambda w=workload: run_memci(w, source, memci_out), memci_out),
-            "python-pool": _time(lambda w=workload: run_pool(p, "python-pool", w, source, py_out), py_out),
-            "memci-pool": _time(lambda w=workload: run_pool(p, "memci-pool", w, source, mp_out), mp_out),
+        runs: dict[str, tuple[Callable[[], Any], Path | None]] = {
+            "memci-batch": (lambda w=workload: run_memci(w, source, memci_out), memci_out),
+            "python-pool": (lambda w=workload: run_pool(p, "python-pool", w, source, py_out), py_out),
+            "memci-pool": (lambda w=workload: run_pool(p, "memci-pool", w, source, mp_out), mp_out),
+            "io-floor": (lambda: copy_blocks(source, copy_out), copy_out),
         }
-        times["io-floor"] = _time(lambda: copy_blocks(source, out / "copy.jsonl"), out / "copy.jsonl")
         if workload == "budget":
+            run_memci(workload, source, memci_out)
             texts = kept_texts(memci_out)
-            times["floor"] = _time(lambda t=texts: tokens.count_batch(t))
-            (fw, fc), (iw, ic) = times["floor"], times["io-floor"]
-            times["floor+io"] = (fw + iw, fc + ic)
-            times["tiktoken-floor"] = _time(lambda t=texts: tiktoken_floor(p, t))
+            runs["floor"] = (lambda t=texts: tokens.count_batch(t), None)
+            runs["tiktoken-floor"] = (lambda t=texts: tiktoken_floor(p, t), None)
         else:
-            times["loads-floor"] = _time(lambda: parse_lines(source))
-        wall, cpu = times["memci-batch"]
-        for peer, (w, c) in times.items():
-            print(f"{workload:>7} {peer:>14} wall {w:7.3f} s ({w / wall:5.2f}x)   cpu {c:7.3f} s ({c / cpu:5.2f}x)")
+            runs["loads-floor"] = (lambda: parse_lines(source), None)
+        times = _time_all(runs)
+        best = {name: t[0] for name, t in times.items()}
+        median = {name: t[len(t) // 2][0] for name, t in times.items()}
+        if workload == "budget":
+            (fw, fc), (iw, ic) = best["floor"], best["io-floor"]
+            best["floor+io"] = (fw + iw, fc + ic)
+            median["floor+io"] = median["floor"] + median["io-floor"]
+        wall, cpu = best["memci-batch"]
+        for peer, (w, c) in best.items():
+            print(
+                f"{workload:>7} {peer:>14} wall {w:7.3f} s ({w / wall:5.2f}x)   cpu {c:7.3f} s ({c / cpu:5.2f}x)"
+                f"   median wall {median[peer]:7.3f} s ({median[peer] / median['memci-batch']:5.2f}x)"
+            )
     cli = [sys.executable, "-m", "memci", "batch", str(source), str(out / "cli.jsonl"), "--sanitize", "--max-tokens"]
     cli += [str(BUDGET), "--keep-system", "--workers", str(WORKERS), "--quiet"]
     # A fresh parent whose only child is the CLI: its RUSAGE_CHILDREN peak is the CLI's own.

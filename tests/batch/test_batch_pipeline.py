@@ -3,7 +3,11 @@ a time through MessageArray (and sanitize_messages), bad records are reported an
 
 from __future__ import annotations
 
+import os
 import pickle
+import signal
+import time
+import warnings
 from typing import Any
 
 import memci
@@ -144,6 +148,34 @@ def test_output_order_is_input_order_whatever_the_workers(data: list[Any], worke
     assert list(batch.Pipeline(steps, workers=workers).run(data, chunk_size=1)) == [
         memci.sanitize_messages(c).messages for c in data
     ]
+
+
+def test_pipelines_share_their_threads_and_a_forked_child_starts_its_own() -> None:
+    """Pipelines with as many workers share one pool in a process; a child forked after the pool
+    started, where its threads do not exist, must start a pool of its own rather than wait on it."""
+    conversation = [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "x", "content": "orphan"}]
+    first = batch.Pipeline([batch.sanitize()], workers=2)
+    assert list(first.run([conversation] * 50, chunk_size=7)) == [conversation[:1]] * 50
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork beside threads (3.12+)
+        pid = os.fork()
+    if pid == 0:  # the child: run a new pipeline of the same workers, report, and leave at once
+        try:
+            got = list(batch.Pipeline([batch.sanitize()], workers=2).run([conversation] * 50, chunk_size=7))
+            os.write(write, b"ok" if got == [conversation[:1]] * 50 else b"wrong")
+        finally:
+            os._exit(0)
+    os.close(write)
+    deadline = time.monotonic() + 60
+    while os.waitpid(pid, os.WNOHANG) == (0, 0):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child's pipeline hung on its parent's threads")
+        time.sleep(0.01)
+    with os.fdopen(read, "rb") as f:
+        assert f.read() == b"ok"
 
 
 def test_anthropic_format_runs_the_same_rules() -> None:

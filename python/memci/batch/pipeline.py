@@ -222,7 +222,8 @@ class Pipeline:
     ``steps``: configs of :mod:`memci.ops` (Sanitize, TrimToTokens, Truncate, Filter, Clear), the
     :class:`CountTokens` step, or operation dicts in either seed format. ``format``: the messages'
     wire format (``"chat"``, ``"anthropic"`` or ``"responses"``). ``workers``: threads (default one per core).
-    A pipeline holds no per-run state: one may serve many runs, from many threads.
+    A pipeline holds no per-run state: one may serve many runs, from many threads. Pipelines with
+    the same ``workers`` share one pool of threads in a process (a child process starts its own).
     """
 
     def __init__(
