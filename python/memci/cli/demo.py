@@ -173,10 +173,12 @@ class _Tally:
         self.archived = 0
 
     def archive(self, indices: list[int]) -> None:
+        """Count the pages ``indices``, archived and saved since the last call."""
         for index in indices:
             page = self.ctx.storage.get_page(index)
-            if page is not None:
-                self.archived += self.ctx.count_tokens(page["messages"])
+            if page is None:
+                raise RuntimeError(f"demo: archived page {index} is not in storage")
+            self.archived += self.ctx.count_tokens(page["messages"])
 
     def total(self) -> int:
         active = [m for p in self.ctx.pages for m in p.messages()]
@@ -265,7 +267,7 @@ def _converse(ctx: ContextSystem, rounds: int) -> _Run:
         before = [p.index for p in ctx.pages]
         event = agent.run_round(round_)
         after = {p.index for p in ctx.pages}
-        tally.archive([i for i in before if i not in after])
+        archived = [i for i in before if i not in after]
         if event.recalled is not None:
             run.recalls[event.found_by] += 1
             if run.recalls[event.found_by] == 1:
@@ -274,8 +276,9 @@ def _converse(ctx: ContextSystem, rounds: int) -> _Run:
         for d in result.dropped:
             run.dropped[d.rule] += 1
         run.window_tokens.append(ctx.token_count())
+        ctx.save()  # writes the pages archived this round: only then can the tally read them
+        tally.archive(archived)
         run.history_tokens.append(tally.total())
-        ctx.save()
         run.row(event, result)
         if round_ == SHOW_WINDOW_AT:
             run.spotlights.insert(0, _window_panel(ctx, round_))
