@@ -45,6 +45,7 @@ import logging
 import multiprocessing
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -420,41 +421,57 @@ def _time_all(runs: dict[str, tuple[Callable[[], Any], Path | None]]) -> dict[st
 def main() -> None:
     """Every peer and floor of both workloads, run in interleaved rounds. Ratios are of the best
     runs (the least disturbed ones: a 0.1 s run disturbed once in a few runs doubled, measured);
-    the median wall time is printed beside them to show the spread."""
+    the median wall time is printed beside them to show the spread. The outputs (about four times
+    the dataset) are removed at the end."""
     mb = dataset_mb(True)
     source = dataset(mb)
     print(f"dataset: {source} ({source.stat().st_size / 1e6:.1f} MB), best of {ROUNDS} interleaved runs")
-    p = pool()
     out = Path(tempfile.mkdtemp(prefix="memci-bench-batch-"))
-    memci_out, py_out, mp_out = out / "memci.jsonl", out / "py.jsonl", out / "mp.jsonl"
-    copy_out = out / "copy.jsonl"
-    for workload in ("budget", "clean"):
-        runs: dict[str, tuple[Callable[[], Any], Path | None]] = {
-            "memci-batch": (lambda w=workload: run_memci(w, source, memci_out), memci_out),
-            "python-pool": (lambda w=workload: run_pool(p, "python-pool", w, source, py_out), py_out),
-            "memci-pool": (lambda w=workload: run_pool(p, "memci-pool", w, source, mp_out), mp_out),
-            "io-floor": (lambda: copy_blocks(source, copy_out), copy_out),
-        }
-        if workload == "budget":
-            run_memci(workload, source, memci_out)
-            texts = kept_texts(memci_out)
-            runs["floor"] = (lambda t=texts: tokens.count_batch(t), None)
-            runs["tiktoken-floor"] = (lambda t=texts: tiktoken_floor(p, t), None)
-        else:
-            runs["loads-floor"] = (lambda: parse_lines(source), None)
-        times = _time_all(runs)
-        best = {name: t[0] for name, t in times.items()}
-        median = {name: t[len(t) // 2][0] for name, t in times.items()}
-        if workload == "budget":
-            (fw, fc), (iw, ic) = best["floor"], best["io-floor"]
-            best["floor+io"] = (fw + iw, fc + ic)
-            median["floor+io"] = median["floor"] + median["io-floor"]
-        wall, cpu = best["memci-batch"]
-        for peer, (w, c) in best.items():
-            print(
-                f"{workload:>7} {peer:>14} wall {w:7.3f} s ({w / wall:5.2f}x)   cpu {c:7.3f} s ({c / cpu:5.2f}x)"
-                f"   median wall {median[peer]:7.3f} s ({median[peer] / median['memci-batch']:5.2f}x)"
-            )
+    try:
+        for workload in ("budget", "clean"):
+            _report(workload, _time_all(_runs(workload, source, out)))
+        _report_cli_memory(source, out)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def _runs(workload: str, source: Path, out: Path) -> dict[str, tuple[Callable[[], Any], Path | None]]:
+    """What ``main`` times for ``workload``: the peers and the floors, writing into ``out``."""
+    p = pool()
+    memci_out, py_out, mp_out, copy_out = out / "memci.jsonl", out / "py.jsonl", out / "mp.jsonl", out / "copy.jsonl"
+    runs: dict[str, tuple[Callable[[], Any], Path | None]] = {
+        "memci-batch": (lambda: run_memci(workload, source, memci_out), memci_out),
+        "python-pool": (lambda: run_pool(p, "python-pool", workload, source, py_out), py_out),
+        "memci-pool": (lambda: run_pool(p, "memci-pool", workload, source, mp_out), mp_out),
+        "io-floor": (lambda: copy_blocks(source, copy_out), copy_out),
+    }
+    if workload == "budget":
+        run_memci(workload, source, memci_out)
+        texts = kept_texts(memci_out)
+        runs["floor"] = (lambda: tokens.count_batch(texts), None)
+        runs["tiktoken-floor"] = (lambda: tiktoken_floor(p, texts), None)
+    else:
+        runs["loads-floor"] = (lambda: parse_lines(source), None)
+    return runs
+
+
+def _report(workload: str, times: dict[str, list[tuple[float, float]]]) -> None:
+    best = {name: t[0] for name, t in times.items()}
+    median = {name: t[len(t) // 2][0] for name, t in times.items()}
+    if workload == "budget":
+        (fw, fc), (iw, ic) = best["floor"], best["io-floor"]
+        best["floor+io"] = (fw + iw, fc + ic)
+        median["floor+io"] = median["floor"] + median["io-floor"]
+    wall, cpu = best["memci-batch"]
+    for peer, (w, c) in best.items():
+        print(
+            f"{workload:>7} {peer:>14} wall {w:7.3f} s ({w / wall:5.2f}x)   cpu {c:7.3f} s ({c / cpu:5.2f}x)"
+            f"   median wall {median[peer]:7.3f} s ({median[peer] / median['memci-batch']:5.2f}x)"
+        )
+
+
+def _report_cli_memory(source: Path, out: Path) -> None:
+    """The peak RSS of ``memci batch`` on the budget workload, in a child process."""
     cli = [sys.executable, "-m", "memci", "batch", str(source), str(out / "cli.jsonl"), "--sanitize", "--max-tokens"]
     cli += [str(BUDGET), "--keep-system", "--workers", str(WORKERS), "--quiet"]
     # A fresh parent whose only child is the CLI: its RUSAGE_CHILDREN peak is the CLI's own.
