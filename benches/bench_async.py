@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import tempfile
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -38,7 +37,7 @@ Message = dict[str, Any]
 @cache
 def _built(size: str) -> Path:
     """A SQLite file holding a conversation that has archived ``PAGES[size]`` pages."""
-    path = Path(tempfile.mkdtemp(prefix="memci-bench-")) / "built.db"
+    path = harness.temp_dir("memci-bench-") / "built.db"
     with memci.SqliteStorage(path, synchronous="NORMAL") as store:
         ctx = memci.ContextSystem(generator.conversation(1)[0]["content"], active_pages=ACTIVE_PAGES, storage=store)
         for interaction in interactions()[: PAGES[size] + ACTIVE_PAGES]:

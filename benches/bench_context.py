@@ -29,9 +29,7 @@ Tokens are counted exactly (``memci.tokens``, o200k_base), as a ContextSystem do
 
 from __future__ import annotations
 
-import tempfile
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import generator
@@ -71,7 +69,7 @@ def interactions() -> tuple[tuple[Message, ...], ...]:
 
 def _storage(peer: str) -> memci.Storage:
     if peer == "memci-sqlite":
-        return memci.SqliteStorage(str(Path(tempfile.mkdtemp(prefix="memci-bench-")) / "context.db"))
+        return memci.SqliteStorage(str(harness.temp_dir("memci-bench-") / "context.db"))
     return memci.MemoryStorage()
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from functools import cache
 from typing import Any
 
@@ -50,7 +49,7 @@ ENCODING = "o200k_base"
 def tiktoken_encoding() -> Any:
     """tiktoken's ``o200k_base``, loaded offline from the ranks memci ships."""
     tiktoken = pytest.importorskip("tiktoken")
-    cache_dir = tempfile.mkdtemp(prefix="memci-tiktoken-")
+    cache_dir = str(harness.temp_dir("memci-tiktoken-"))
     data = tokens.ranks_file(ENCODING).encode()
     with open(os.path.join(cache_dir, hashlib.sha1(BLOB.format(ENCODING).encode()).hexdigest()), "wb") as f:
         f.write(data)

@@ -14,11 +14,15 @@ the case (cached conversations, other peers' inputs) are moved out of the GC's s
 
 from __future__ import annotations
 
+import atexit
 import gc
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import generator
@@ -139,3 +143,11 @@ def importorskip_peer(peer: str) -> None:
     for prefix, name in module.items():
         if peer.startswith(prefix):
             pytest.importorskip(name)
+
+
+def temp_dir(prefix: str) -> Path:
+    """A new directory in the temp dir, removed when the process exits (a bench's SQLite files and
+    caches must not pile up there, run after run)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, True)
+    return path
