@@ -213,7 +213,8 @@ _Bad = tuple[int, str, str]
 
 @final
 class BatchPipeline:
-    """Step configs (memci.ops, memci.batch.CountTokens) applied to every conversation on a thread pool."""
+    """Step configs (memci.ops, memci.batch.CountTokens) applied to every conversation on a thread pool,
+    shared by the process's pipelines of as many workers (a forked child starts its own)."""
 
     def __new__(cls, steps: Sequence[Any], format: str = "chat", workers: int | None = None) -> BatchPipeline: ...
     @property

@@ -150,9 +150,10 @@ def test_output_order_is_input_order_whatever_the_workers(data: list[Any], worke
     ]
 
 
-def test_pipelines_share_their_threads_and_a_forked_child_starts_its_own() -> None:
-    """Pipelines with as many workers share one pool in a process; a child forked after the pool
-    started, where its threads do not exist, must start a pool of its own rather than wait on it."""
+def test_a_child_forked_after_a_run_starts_threads_of_its_own() -> None:
+    """Pipelines with as many workers share one pool in a process (the core's tests check the
+    sharing); a child forked after the pool started, where its threads do not exist, must start a
+    pool of its own rather than wait on it."""
     conversation = [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "x", "content": "orphan"}]
     first = batch.Pipeline([batch.sanitize()], workers=2)
     assert list(first.run([conversation] * 50, chunk_size=7)) == [conversation[:1]] * 50

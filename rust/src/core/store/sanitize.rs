@@ -13,7 +13,13 @@ impl Store {
     pub fn pair_findings(&self) -> Vec<(Finding, Role)> {
         let visible = self.visible();
         let index = self.pairs.indexed(self.arena());
-        pairs::scan(&index.facts(visible.iter().copied(), visible.len()))
+        self.findings(&index.facts(visible.iter().copied(), visible.len()))
+    }
+
+    /// The pair scan of `facts` (those of the visible messages, in order), with each finding's role.
+    fn findings(&self, facts: &pairs::Facts<'_>) -> Vec<(Finding, Role)> {
+        let visible = self.visible();
+        pairs::scan(facts)
             .iter()
             .map(|r| (Finding::new(r), self.arena().role(visible[r.index])))
             .collect()
@@ -31,10 +37,7 @@ impl Store {
             });
             facts.finish(kind);
         }
-        pairs::scan(&facts)
-            .iter()
-            .map(|r| (Finding::new(r), self.arena().role(visible[r.index])))
-            .collect()
+        self.findings(&facts)
     }
 
     /// Remove what the pair scan finds, as a new batch; when it finds nothing, no batch opens.
