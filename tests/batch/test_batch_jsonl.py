@@ -43,6 +43,21 @@ def test_kept_messages_and_other_keys_are_written_byte_for_byte(tmp_path: Path) 
     assert target.read_text(encoding="utf-8") == '{"z": [1,  2], "messages": [' + kept + '], "a": {"b": null}}\n'
 
 
+def test_a_record_nothing_was_dropped_from_is_written_exactly_as_read(tmp_path: Path) -> None:
+    user, answer = {"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}
+    orphan = {"role": "tool", "tool_call_id": "gone", "content": "o"}
+    whole = json.dumps({"id": 1, "messages": [user, answer, user]}, indent=None)  # ", " and ": "
+    cut = json.dumps({"id": 2, "messages": [user, answer, orphan, user, answer]})
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_text(whole + "\n" + cut + "\n", encoding="utf-8")
+    batch.Pipeline([batch.sanitize()]).run_jsonl(source, target)
+    first, second = target.read_text(encoding="utf-8").splitlines()
+    assert first == whole
+    # Kept neighbours keep their ", "; the dropped orphan is closed over with a ",".
+    pair = json.dumps([user, answer])[1:-1]
+    assert second == '{"id": 2, "messages": [' + pair + "," + pair + "]}"
+
+
 def test_bad_lines_go_to_the_errors_file_and_the_rest_is_written(tmp_path: Path) -> None:
     good = json.dumps([{"role": "user", "content": "hi"}])
     lines = [good, "{oops", "", good, '{"messages": [{"role": "user", "content": 3}]}', "   ", good]

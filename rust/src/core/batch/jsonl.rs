@@ -5,15 +5,14 @@
 //! leaves no half-written output under the final name.
 
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Read as _, Write};
+use std::io::{self, BufWriter, IoSlice, Read as _, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use rayon::ThreadPool;
 use rayon::prelude::*;
 
-use crate::core::batch::record::{Bad, process};
+use crate::core::batch::record::{Bad, Piece, process_into};
 use crate::core::batch::{Outcome, Pipeline, Totals};
 
 /// A file written under a temporary name and renamed into place at the end.
@@ -52,6 +51,26 @@ impl Staged {
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.writer.write_all(bytes)?;
         self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Append every slice to the file, in order, in as few calls as the kernel takes (a call
+    /// takes up to 1,024 slices on Linux). What the buffer holds goes first.
+    fn write_slices(&mut self, mut slices: &mut [IoSlice<'_>]) -> io::Result<()> {
+        self.writer.flush()?;
+        let file = self.writer.get_mut();
+        IoSlice::advance_slices(&mut slices, 0);
+        while !slices.is_empty() {
+            match file.write_vectored(slices) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.written += n as u64;
+                    IoSlice::advance_slices(&mut slices, n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
         Ok(())
     }
 
@@ -103,65 +122,79 @@ pub struct JsonlRun {
     /// The chunk read ahead (read while the one before it was processed), and a spare.
     ahead: Option<Chunk>,
     spare: Chunk,
-    buffers: Buffers,
     /// The last processed chunk and its results, written while the next one is processed.
     unwritten: Option<(Chunk, Results)>,
 }
 
-/// The records of a chunk, processed in blocks of consecutive lines: each line's outcome (or why
-/// it is bad), and the block's output (every good record's line, in order) in one buffer.
+/// The records of a chunk, processed in blocks of consecutive lines.
 type Results = Vec<Block>;
 
+/// A block's results: each line's outcome (or why it is bad), and its output, every good record's
+/// line in order, as segments. A kept record's text is written from the chunk it was read into,
+/// uncopied (the kernel's copy is the only one): only the bytes a record adds (a `,` where
+/// messages were dropped, a message cut to fit, a newline after a line that ended in `\r\n`)
+/// are gathered in `own`.
+#[derive(Default)]
 struct Block {
     outcomes: Vec<Result<Outcome, Bad>>,
-    output: Vec<u8>,
+    segments: Vec<Segment>,
+    own: Vec<u8>,
 }
 
-/// Output buffers of written blocks, for the blocks of the next chunks: a run allocates about one
-/// chunk's worth of output buffers once, not fresh pages for every block.
-#[derive(Default)]
-struct Buffers(Mutex<Vec<Vec<u8>>>);
+/// A span of output: of the chunk's bytes, or of the block's own.
+enum Segment {
+    Input(Range<usize>),
+    Own(Range<usize>),
+}
 
-impl Buffers {
-    /// An empty buffer of at least `capacity` bytes. Sizes are rounded up a step (256 KiB), so
-    /// that a reused buffer is seldom a little short and reallocated.
-    fn take(&self, capacity: usize) -> Vec<u8> {
-        let reused = self.0.lock().map_or(None, |mut spare| spare.pop());
-        let mut buf = reused.unwrap_or_default();
-        if buf.capacity() < capacity {
-            let step = 256 << 10;
-            buf.reserve_exact((capacity / step + 2) * step);
+impl Block {
+    /// `span` of the chunk's bytes next: one segment with the one before if they meet.
+    fn input(&mut self, span: Range<usize>) {
+        match self.segments.last_mut() {
+            Some(Segment::Input(last)) if last.end == span.start => last.end = span.end,
+            _ => self.segments.push(Segment::Input(span)),
         }
-        buf
     }
 
-    fn give(&self, mut buf: Vec<u8>) {
-        buf.clear();
-        if let Ok(mut spare) = self.0.lock() {
-            spare.push(buf);
+    /// `bytes` of the block's own next.
+    fn own(&mut self, bytes: &[u8]) {
+        let start = self.own.len();
+        self.own.extend_from_slice(bytes);
+        match self.segments.last_mut() {
+            Some(Segment::Own(last)) if last.end == start => last.end = self.own.len(),
+            _ => self.segments.push(Segment::Own(start..self.own.len())),
         }
+    }
+
+    /// The block's output as slices of `chunk` and of its own bytes.
+    fn slices<'a>(&'a self, chunk: &'a [u8]) -> impl Iterator<Item = IoSlice<'a>> {
+        self.segments.iter().map(move |segment| {
+            IoSlice::new(match segment {
+                Segment::Input(span) => &chunk[span.clone()],
+                Segment::Own(span) => &self.own[span.clone()],
+            })
+        })
     }
 }
 
-/// About how much input a block of lines holds: large enough that its output is written in one
-/// call, small enough that a chunk splits into many blocks for the pool's threads.
+/// About how much input a block of lines holds: small enough that a chunk splits into many
+/// blocks for the pool's threads.
 const BLOCK_BYTES: usize = 256 << 10;
 
-/// Write a processed chunk: each block's output to `output`, each bad line to `errors`.
+/// Write a processed chunk: each block's output to `output` (in one vectored write for the
+/// chunk), each bad line to `errors`.
 fn write(
     chunk: &Chunk,
-    results: Results,
+    results: &Results,
     output: Option<&mut Staged>,
     mut errors: Option<&mut Staged>,
     totals: &mut Totals,
-    buffers: &Buffers,
 ) -> io::Result<()> {
     let Some(output) = output else {
         return Ok(());
     };
     let mut error_buf = Vec::new();
     let mut lines = chunk.lines.iter();
-    output.reserve(results.iter().map(|b| b.output.len() as u64).sum());
     for block in results {
         for (result, (line, _)) in block.outcomes.iter().zip(lines.by_ref()) {
             match result {
@@ -176,12 +209,12 @@ fn write(
                 }
             }
         }
-        totals.bytes_out += block.output.len() as u64;
-        // A block is larger than the writer's buffer: it goes to the file in one call, uncopied.
-        output.write_all(&block.output)?;
-        buffers.give(block.output);
     }
-    Ok(())
+    let mut slices: Vec<IoSlice<'_>> = results.iter().flat_map(|b| b.slices(&chunk.buf)).collect();
+    let bytes: u64 = slices.iter().map(|s| s.len() as u64).sum();
+    totals.bytes_out += bytes;
+    output.reserve(bytes);
+    output.write_slices(&mut slices)
 }
 
 /// A chunk of input: its bytes (`buf[..filled]`; the buffer is kept at its size between chunks,
@@ -274,7 +307,7 @@ impl Chunk {
     }
 
     /// Each line through the pipeline, in blocks of about [`BLOCK_BYTES`] on the pool's threads.
-    fn process(&self, pipeline: &Pipeline, buffers: &Buffers) -> Results {
+    fn process(&self, pipeline: &Pipeline) -> Results {
         let mut blocks = Vec::new();
         let (mut first, mut bytes) = (0, 0);
         for (i, (_, range)) in self.lines.iter().enumerate() {
@@ -291,18 +324,25 @@ impl Chunk {
             .into_par_iter()
             .map(|lines| {
                 let lines = &self.lines[lines];
-                let size = lines.last().map_or(0, |(_, r)| r.end) - lines.first().map_or(0, |(_, r)| r.start);
                 let mut block = Block {
                     outcomes: Vec::with_capacity(lines.len()),
-                    output: buffers.take(size + lines.len()),
+                    segments: Vec::with_capacity(2 * lines.len()),
+                    own: Vec::new(),
                 };
                 for (_, range) in lines {
-                    let at = block.output.len();
-                    let result =
-                        utf8(&self.buf[range.clone()]).and_then(|text| process(pipeline, text, &mut block.output));
-                    match result {
-                        Ok(_) => block.output.push(b'\n'),
-                        Err(_) => block.output.truncate(at),
+                    let at = range.start;
+                    let result = utf8(&self.buf[range.clone()]).and_then(|text| {
+                        process_into(pipeline, text, &mut |piece| match piece {
+                            Piece::Text(span) => block.input(at + span.start..at + span.end),
+                            Piece::Bytes(bytes) => block.own(bytes),
+                        })
+                    });
+                    if result.is_ok() {
+                        // The line's own newline when it has one (not after a `\r` or at the end).
+                        match self.buf.get(range.end) {
+                            Some(b'\n') => block.input(range.end..range.end + 1),
+                            _ => block.own(b"\n"),
+                        }
                     }
                     block.outcomes.push(result);
                 }
@@ -369,7 +409,6 @@ impl JsonlRun {
             done: false,
             ahead: None,
             spare: Chunk::default(),
-            buffers: Buffers::default(),
             unwritten: None,
         })
     }
@@ -395,7 +434,8 @@ impl JsonlRun {
 
     /// Process the next chunk on the pool while, beside it, the chunk before it is written and
     /// the one after it read (neither leaves the workers idle); `false` once the input is
-    /// exhausted and everything written. Memory: about three chunks and one chunk's output.
+    /// exhausted and everything written. Memory: about three chunks (the output is written from
+    /// the chunk it was read into).
     pub fn step(&mut self, pool: &ThreadPool) -> io::Result<bool> {
         let current = match self.ahead.take() {
             Some(chunk) => chunk,
@@ -415,13 +455,12 @@ impl JsonlRun {
         let unwritten = self.unwritten.take();
         let (pipeline, input, line, chunk_bytes) = (&self.pipeline, &mut self.input, self.line, self.chunk_bytes);
         let (output, errors, totals) = (self.output.as_mut(), self.errors.as_mut(), &mut self.totals);
-        let buffers = &self.buffers;
         let (results, (wrote, read)) = pool.install(|| {
             rayon::join(
-                || current.process(pipeline, buffers),
+                || current.process(pipeline),
                 || {
                     let wrote = unwritten
-                        .map(|(chunk, results)| write(&chunk, results, output, errors, totals, buffers).map(|()| chunk))
+                        .map(|(chunk, results)| write(&chunk, &results, output, errors, totals).map(|()| chunk))
                         .transpose();
                     (wrote, read_on.then(|| next.read(input, line, chunk_bytes)).transpose())
                 },
@@ -443,11 +482,10 @@ impl JsonlRun {
         if let Some((chunk, results)) = self.unwritten.take() {
             write(
                 &chunk,
-                results,
+                &results,
                 self.output.as_mut(),
                 self.errors.as_mut(),
                 &mut self.totals,
-                &self.buffers,
             )?;
             self.spare = chunk;
         }
@@ -527,6 +565,91 @@ mod tests {
             errs.starts_with(r#"{"line":41,"path":"","reason":"not valid JSON"#),
             "{errs}"
         );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_written_file_is_each_record_as_processed_alone() {
+        use crate::core::batch::record::process;
+        use crate::core::config::{Budget, Encoding, Roles, Strategy};
+
+        let dir = std::env::temp_dir().join(format!("memci-batch-pieces-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let input = dir.join("in.jsonl");
+        // Records of kept, dropped (orphan results) and long messages, with assorted spacing,
+        // CRLF and LF line ends, a bad line, and no newline after the last line.
+        let message = |k: u64, i: u64| match k % 4 {
+            0 => format!(r#"{{"role":"user","content":"question {i}"}}"#),
+            1 => format!(
+                r#"{{"role": "assistant", "content": "{}"}}"#,
+                "word ".repeat(i as usize % 40)
+            ),
+            2 => r#"{"role":"tool","tool_call_id":"gone","content":"orphan"}"#.to_owned(),
+            _ => format!(r#"{{"content":"answer {i}","role":"assistant"}}"#),
+        };
+        let mut text = String::new();
+        let mut state = 11u64;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            state >> 33
+        };
+        for i in 0..400 {
+            let n = next() % 9;
+            let separators = [",", ", ", " ,\t", ",\n"];
+            let mut list = String::from(if i % 3 == 0 { "[ " } else { "[" });
+            for j in 0..n {
+                if j > 0 {
+                    // No newline inside a JSONL line: the last separator only between records.
+                    list.push_str(separators[(next() % 3) as usize]);
+                }
+                list.push_str(&message(next(), i));
+            }
+            list.push_str(if i % 5 == 0 { " ]" } else { "]" });
+            let _ = match i % 4 {
+                0 => write!(text, "{list}"),
+                1 => write!(text, r#"{{"id": {i}, "messages": {list}, "tail": [1,  2]}}"#),
+                2 => write!(text, r#"  {{"messages":{list}}}  "#),
+                _ => write!(text, r#"{{"messages" : {list} ,"x":null}}"#),
+            };
+            text.push_str(match i {
+                399 => "",
+                _ if i % 7 == 0 => "\r\n",
+                _ if i % 97 == 0 => "\n{broken\n",
+                _ => "\n",
+            });
+        }
+        fs::write(&input, &text).unwrap();
+        let trim = Step::TrimToTokens(Budget {
+            max_tokens: 25,
+            strategy: Strategy::Last,
+            keep_system: true,
+            start_on: Roles::default(),
+            end_on: Roles::default(),
+            allow_partial: true,
+            encoding: Encoding::O200kBase,
+        });
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        for steps in [vec![], vec![Step::Sanitize], vec![Step::Sanitize, trim]] {
+            let pipeline = Pipeline::new(steps, Format::Chat).unwrap();
+            let mut expected = Vec::new();
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                if process(&pipeline, line.trim_end_matches('\r'), &mut expected).is_ok() {
+                    expected.push(b'\n');
+                }
+            }
+            let output = dir.join("out.jsonl");
+            for chunk_bytes in [300, 4096, 1 << 20] {
+                let mut run = JsonlRun::open(pipeline.clone(), &input, &output, None, chunk_bytes).unwrap();
+                run.run(&pool).unwrap();
+                let totals = run.finish().unwrap();
+                assert_eq!(totals.bad, 4);
+                let written = fs::read(&output).unwrap();
+                assert!(written == expected, "chunk_bytes {chunk_bytes}");
+                assert_eq!(totals.bytes_out, written.len() as u64);
+            }
+        }
         fs::remove_dir_all(&dir).unwrap();
     }
 

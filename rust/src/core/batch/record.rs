@@ -151,36 +151,109 @@ impl<'a> Record<'a> {
         Ok(incoming)
     }
 
-    /// Append the record as the pipeline left it to `out`: the text around the messages list as
-    /// it was, the kept messages' text as it was, a new message as compact JSON.
-    pub fn write(&self, outcome: &Outcome, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.text.as_bytes()[..self.list.start]);
-        out.push(b'[');
+    /// The record as the pipeline left it, as pieces in order: spans of the record's own text
+    /// (the text around the messages list, each run of kept messages that stood next to each
+    /// other, with the separators between them as they were) and new bytes (a `,` where dropped
+    /// messages are closed over, a new message as compact JSON). A record nothing was dropped
+    /// from or added to is one span: the whole text, byte for byte. O(pieces).
+    pub fn pieces(&self, outcome: &Outcome, emit: &mut dyn FnMut(Piece<'_>)) {
+        let unchanged = outcome.kept.len() == self.messages.len()
+            && outcome.kept.iter().enumerate().all(|(i, k)| *k == Kept::Input(i));
+        if unchanged {
+            return emit(Piece::Text(0..self.text.len()));
+        }
+        let mut out = Joined { pending: 0..0, emit };
+        // `[` and `]` are the list's first and last bytes.
+        out.text(0..self.list.start + 1);
         let mut scratch = String::new();
-        for (i, kept) in outcome.kept.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
+        let mut kept = outcome.kept.iter().peekable();
+        let mut first = true;
+        while let Some(k) = kept.next() {
+            if !std::mem::take(&mut first) {
+                out.bytes(b",");
             }
-            match kept {
-                Kept::Input(k) => out.extend_from_slice(self.message(*k).as_bytes()),
+            match k {
+                Kept::Input(i) => {
+                    let mut last = *i;
+                    while let Some(Kept::Input(next)) = kept.peek()
+                        && *next == last + 1
+                    {
+                        last = *next;
+                        kept.next();
+                    }
+                    out.text(self.messages[*i].start..self.messages[last].end);
+                }
                 Kept::New(bytes) => {
                     scratch.clear();
                     write_value(&mut scratch, ValueRef::new(bytes));
-                    out.extend_from_slice(scratch.as_bytes());
+                    out.bytes(scratch.as_bytes());
                 }
             }
         }
-        out.push(b']');
-        out.extend_from_slice(&self.text.as_bytes()[self.list.end..]);
+        out.text(self.list.end - 1..self.text.len());
+        out.flush();
     }
+
+    /// Append the record as the pipeline left it to `out` ([`Record::pieces`], copied).
+    pub fn write(&self, outcome: &Outcome, out: &mut Vec<u8>) {
+        self.pieces(outcome, &mut |piece| match piece {
+            Piece::Text(span) => out.extend_from_slice(&self.text.as_bytes()[span]),
+            Piece::Bytes(bytes) => out.extend_from_slice(bytes),
+        });
+    }
+}
+
+/// Pieces on their way out: a span is held back until the next piece, so that spans that meet
+/// go out as one.
+struct Joined<'e> {
+    pending: Range<usize>,
+    emit: &'e mut dyn FnMut(Piece<'_>),
+}
+
+impl Joined<'_> {
+    fn text(&mut self, span: Range<usize>) {
+        if !self.pending.is_empty() && self.pending.end == span.start {
+            self.pending.end = span.end;
+        } else {
+            self.flush();
+            self.pending = span;
+        }
+    }
+
+    fn bytes(&mut self, bytes: &[u8]) {
+        self.flush();
+        (self.emit)(Piece::Bytes(bytes));
+    }
+
+    fn flush(&mut self) {
+        if !self.pending.is_empty() {
+            (self.emit)(Piece::Text(std::mem::take(&mut self.pending)));
+        }
+    }
+}
+
+/// A piece of a record's output: a span of its text, or bytes of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece<'a> {
+    Text(Range<usize>),
+    Bytes(&'a [u8]),
+}
+
+/// Run the pipeline on one record's text; its output goes to `emit` as [`Piece`]s, and only once
+/// the record is read and checked (a bad record emits nothing).
+pub fn process_into(pipeline: &Pipeline, text: &str, emit: &mut dyn FnMut(Piece<'_>)) -> Result<Outcome, Bad> {
+    let (record, incoming) = Record::read(text, pipeline)?;
+    let outcome = pipeline.apply(incoming);
+    record.pieces(&outcome, emit);
+    Ok(outcome)
 }
 
 /// Run the pipeline on one record's text and append the result to `out`.
 pub fn process(pipeline: &Pipeline, text: &str, out: &mut Vec<u8>) -> Result<Outcome, Bad> {
-    let (record, incoming) = Record::read(text, pipeline)?;
-    let outcome = pipeline.apply(incoming);
-    record.write(&outcome, out);
-    Ok(outcome)
+    process_into(pipeline, text, &mut |piece| match piece {
+        Piece::Text(span) => out.extend_from_slice(&text.as_bytes()[span]),
+        Piece::Bytes(bytes) => out.extend_from_slice(bytes),
+    })
 }
 
 #[cfg(test)]
@@ -206,6 +279,32 @@ mod tests {
             run(r#" [{"role":"user","content":"x"} , {"role":"tool","tool_call_id":"x","content":"o"}] "#).unwrap(),
             r#" [{"role":"user","content":"x"}] "#
         );
+    }
+
+    #[test]
+    fn a_record_nothing_was_dropped_from_is_its_own_text_in_one_piece() {
+        let pipeline = Pipeline::new(vec![Step::Sanitize], Format::Chat).unwrap();
+        let line =
+            r#" { "messages" : [ {"role": "user", "content": "a"} ,  {"role":"assistant","content":"b"} ] , "k": 1 } "#;
+        let (record, incoming) = Record::read(line, &pipeline).unwrap();
+        let mut pieces = Vec::new();
+        record.pieces(&pipeline.apply(incoming), &mut |p| pieces.push(format!("{p:?}")));
+        assert_eq!(pieces, [format!("{:?}", Piece::Text(0..line.len()))]);
+    }
+
+    #[test]
+    fn runs_of_kept_messages_keep_their_separators_and_dropped_ones_are_closed_over_with_a_comma() {
+        let (user, answer) = (
+            r#"{"role":"user","content":"q"}"#,
+            r#"{"role":"assistant","content":"a"}"#,
+        );
+        let orphan = r#"{"role":"tool","tool_call_id":"x","content":"o"}"#;
+        let line = format!("[ {user} ,\t{answer}, {orphan} ,{user}, {answer} ]");
+        assert_eq!(run(&line).unwrap(), format!("[{user} ,\t{answer},{user}, {answer}]"));
+        let line = format!("[{orphan}, {user}, {orphan}]");
+        assert_eq!(run(&line).unwrap(), format!("[{user}]"));
+        let line = format!(r#"{{"messages": [{orphan}], "n": 1}}"#);
+        assert_eq!(run(&line).unwrap(), r#"{"messages": [], "n": 1}"#);
     }
 
     #[test]
