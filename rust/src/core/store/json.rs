@@ -125,7 +125,7 @@ impl Store {
             arena.push(&buf, facts.role, t);
         }
         let n = arena.len();
-        let view = View::of(ids(root.get("visible"), n, "visible")?, &arena);
+        let view = View::of(ids(root.get("visible"), n, "visible")?);
         let mut history = History::default();
         for (i, b) in array(root, "batches")?.iter().enumerate() {
             let where_ = format!("batches[{i}]");
@@ -143,7 +143,7 @@ impl Store {
                 .ok_or_else(|| state(format!("{where_}.description must be a string")))?
                 .to_owned();
             history.ended.push(Snapshot {
-                view: View::of(visible, &arena),
+                view: View::of(visible),
                 timestamp,
                 description,
             });

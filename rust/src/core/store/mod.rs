@@ -221,7 +221,7 @@ impl Store {
                 .map(|(range, facts)| (range, facts.role, facts.timestamp.unwrap_or(t))),
         );
         let ids: Vec<NodeId> = (first..store.arena.len() as NodeId).collect();
-        store.view = View::of(CowVec::from_vec(ids), &store.arena);
+        store.view = View::of(CowVec::from_vec(ids));
         store
     }
 
@@ -250,7 +250,7 @@ impl Store {
         let ids = self.store(incoming);
         let mut visible = self.view.visible.to_vec();
         visible.splice(position..position, ids);
-        self.view = View::of(CowVec::from_slice(&visible), &self.arena);
+        self.view = View::of(CowVec::from_slice(&visible));
         Ok(())
     }
 
@@ -265,8 +265,7 @@ impl Store {
         self.view.visible.set(pos, id);
         self.view.token_totals.forget();
         self.view
-            .roles
-            .move_position(pos as u32, self.arena.role(old), self.arena.role(id));
+            .move_role(pos as u32, self.arena.role(old), self.arena.role(id));
         Ok(())
     }
 
@@ -278,14 +277,14 @@ impl Store {
             ));
         }
         let kept = if let Some(role) = cuts.role {
-            let positions = self.view.roles.of(role);
+            let positions = self.view.roles(&self.arena).of(role);
             let w = cuts.window(positions.len());
             positions.range(w).map(|p| self.view.visible[p as usize]).collect()
         } else {
             self.view.visible.sub(cuts.window(self.len()))
         };
         self.open_batch(description);
-        self.view = View::of(kept, &self.arena);
+        self.view = View::of(kept);
         Ok(())
     }
 
@@ -296,7 +295,7 @@ impl Store {
             let mut positions: Vec<u32> = Role::ALL
                 .iter()
                 .filter(|r| r.is_instruction())
-                .flat_map(|r| self.view.roles.of(*r).iter().copied())
+                .flat_map(|r| self.view.roles(&self.arena).of(*r).iter().copied())
                 .collect();
             positions.sort_unstable();
             positions.into_iter().map(|p| self.view.visible[p as usize]).collect()
@@ -309,7 +308,7 @@ impl Store {
             kept.push(td);
         }
         self.open_batch(description);
-        self.view = View::of(CowVec::from_slice(&kept), &self.arena);
+        self.view = View::of(CowVec::from_slice(&kept));
     }
 
     /// The visible ids FILTER keeps. O(total text), split across cores for long histories; it
@@ -368,7 +367,7 @@ impl Store {
     pub fn filter(&mut self, conditions: &Conditions, description: String) {
         let kept = self.filtered(conditions);
         self.open_batch(description);
-        self.view = View::of(kept, &self.arena);
+        self.view = View::of(kept);
     }
 
     /// Open a new batch with no change; returns the index of the batch it closed.
@@ -402,7 +401,7 @@ impl Store {
             .count();
         let mut visible = self.view.visible.to_vec();
         visible.insert(at, id);
-        self.view = View::of(CowVec::from_slice(&visible), &self.arena);
+        self.view = View::of(CowVec::from_slice(&visible));
         self.tool_description = Some(id);
     }
 
@@ -427,13 +426,13 @@ impl Store {
     /// Positions of the visible messages of `role` (all positions when `None`).
     pub fn positions(&self, role: Option<Role>) -> Vec<u32> {
         match role {
-            Some(r) => self.view.roles.of(r).iter().copied().collect(),
+            Some(r) => self.view.roles(&self.arena).of(r).iter().copied().collect(),
             None => (0..self.len() as u32).collect(),
         }
     }
 
     pub fn count(&self, role: Option<Role>) -> usize {
-        role.map_or(self.len(), |r| self.view.roles.of(r).len())
+        role.map_or(self.len(), |r| self.view.roles(&self.arena).of(r).len())
     }
 
     pub fn ids_at(&self, positions: &[u32]) -> Vec<NodeId> {
@@ -442,7 +441,7 @@ impl Store {
 
     pub fn by_role(&self, role: Role) -> Vec<NodeId> {
         self.view
-            .roles
+            .roles(&self.arena)
             .of(role)
             .iter()
             .map(|&p| self.view.visible[p as usize])
@@ -455,12 +454,12 @@ impl Store {
             let len = self.len();
             return self.view.visible.range(len.saturating_sub(n)..len).collect();
         }
-        self.ids_at(&self.view.roles.last_of(roles, n))
+        self.ids_at(&self.view.roles(&self.arena).last_of(roles, n))
     }
 
     /// `by_role(role)[start..end]`, clamped.
     pub fn role_range(&self, role: Role, start: usize, end: usize) -> Vec<NodeId> {
-        let positions = self.view.roles.of(role);
+        let positions = self.view.roles(&self.arena).of(role);
         let end = end.min(positions.len());
         let start = start.min(end);
         positions

@@ -80,7 +80,7 @@ impl Store {
             })
             .collect();
         self.open_batch(description);
-        self.view = View::of(visible, &self.arena);
+        self.view = View::of(visible);
     }
 }
 

@@ -87,7 +87,7 @@ impl Store {
             }
         }
         self.open_batch(description);
-        self.view = View::of(CowVec::from_slice(&kept), &self.arena);
+        self.view = View::of(CowVec::from_slice(&kept));
         true
     }
 }
