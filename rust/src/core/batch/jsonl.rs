@@ -134,7 +134,6 @@ type Results = Vec<Block>;
 /// uncopied (the kernel's copy is the only one): only the bytes a record adds (a `,` where
 /// messages were dropped, a message cut to fit, a newline after a line that ended in `\r\n`)
 /// are gathered in `own`.
-#[derive(Default)]
 struct Block {
     outcomes: Vec<Result<Outcome, Bad>>,
     segments: Vec<Segment>,

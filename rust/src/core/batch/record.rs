@@ -248,12 +248,12 @@ pub fn process_into(pipeline: &Pipeline, text: &str, emit: &mut dyn FnMut(Piece<
     Ok(outcome)
 }
 
-/// Run the pipeline on one record's text and append the result to `out`.
+/// Run the pipeline on one record's text and append the result to `out` ([`Record::write`]).
 pub fn process(pipeline: &Pipeline, text: &str, out: &mut Vec<u8>) -> Result<Outcome, Bad> {
-    process_into(pipeline, text, &mut |piece| match piece {
-        Piece::Text(span) => out.extend_from_slice(&text.as_bytes()[span]),
-        Piece::Bytes(bytes) => out.extend_from_slice(bytes),
-    })
+    let (record, incoming) = Record::read(text, pipeline)?;
+    let outcome = pipeline.apply(incoming);
+    record.write(&outcome, out);
+    Ok(outcome)
 }
 
 #[cfg(test)]
