@@ -18,6 +18,8 @@ pub mod search;
 pub mod search_terms;
 pub mod snapshot;
 pub mod store;
+#[cfg(test)]
+pub mod test_random;
 pub mod text;
 pub mod token_counts;
 pub mod tokens;

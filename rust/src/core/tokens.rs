@@ -153,6 +153,21 @@ impl Encoding {
     pub fn count_message(self, message: ValueRef<'_>) -> u64 {
         let mut tally = Tally {
             encoding: self,
+            at_least: false,
+            tokens: 0,
+            chars: 0,
+        };
+        tally.message(message);
+        tally.finish()
+    }
+
+    /// A lower bound on [`Encoding::count_message`], read without tokenizing: each text counts
+    /// [`at_least`] of its tokens, every fixed cost is charged in full. Exact for the
+    /// approximation. A trim uses it to see that a message cannot fit before counting it. O(len).
+    pub fn count_message_at_least(self, message: ValueRef<'_>) -> u64 {
+        let mut tally = Tally {
+            encoding: self,
+            at_least: true,
             tokens: 0,
             chars: 0,
         };
@@ -188,10 +203,38 @@ impl Encoding {
     }
 }
 
+/// At most the tokens of `text` in either exact encoding, in one pass over its bytes: the number
+/// of its words (a printable ASCII character at the start or after a space or tab), and at least
+/// one for any text.
+///
+/// Why it is a bound: both encodings first split a text into pieces by their pattern and give
+/// every piece at least one token, and no piece holds two such word starts. The only whitespace
+/// inside a piece that is not all whitespace is one leading character before letters or
+/// punctuation (`[^\r\n\p{L}\p{N}]?`, ` ?`), or the newlines a run of punctuation may end with
+/// (a `/` after them follows a newline, not a space or tab). The tests check it against the exact
+/// count over generated and hand-made texts.
+pub fn at_least(text: &str) -> u64 {
+    let b = text.as_bytes();
+    let Some(&first) = b.first() else {
+        return 0;
+    };
+    let word = |c: u8| u8::from(c.wrapping_sub(b'!') <= b'~' - b'!');
+    let gap = |c: u8| u8::from(c == b' ') | u8::from(c == b'\t');
+    // Blocks of 255 pairs, each tallied in a byte, so that the loop runs on vector registers.
+    let mut starts = usize::from(word(first));
+    for (before, at) in b.chunks(255).zip(b[1..].chunks(255)) {
+        let block = before.iter().zip(at).fold(0u8, |n, (&p, &c)| n + (gap(p) & word(c)));
+        starts += usize::from(block);
+    }
+    starts.max(1) as u64
+}
+
 /// Adds up one message: exact encodings count each text; the approximation counts characters
 /// and divides once at the end, as LangChain does.
 struct Tally {
     encoding: Encoding,
+    /// Count each text's [`at_least`] instead of its exact tokens.
+    at_least: bool,
     tokens: u64,
     chars: u64,
 }
@@ -202,6 +245,10 @@ impl Tally {
     }
 
     fn text(&mut self, text: &str) {
+        if self.at_least && self.exact() {
+            self.tokens += at_least(text);
+            return;
+        }
         match self.encoding.exact_count(text) {
             Some(tokens) => self.tokens += tokens,
             None => self.chars += text.chars().count() as u64,
@@ -355,6 +402,7 @@ fn image_detail(fields: Items<'_>) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::test_random::Lcg;
     use crate::core::value::Encoder;
 
     fn message(role: &str, content: &str, extra: &[(&str, &str)]) -> Vec<u8> {
@@ -378,11 +426,9 @@ mod tests {
         // Many distinct short pieces (far more than a table's slots, so slots are replaced and
         // collide), repeated, mixed with long pieces, digits, CJK and whitespace runs.
         let mut text = String::new();
-        let mut seed = 7u64;
+        let mut random = Lcg::new(7);
         for i in 0..40_000u32 {
-            seed = seed
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
+            let seed = random.state();
             let word = match seed >> 61 {
                 0 => format!(" w{}", seed % 20_000),
                 1 => " the".to_owned(),
@@ -449,13 +495,8 @@ mod tests {
             Encoding::O200kBase.tokenizer().unwrap(),
             Encoding::Cl100kBase.tokenizer().unwrap(),
         ];
-        let mut seed = 11u64;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (seed >> 33) % n
-        };
+        let mut random = Lcg::new(11);
+        let mut next = |n: u64| random.below(n);
         for _ in 0..20_000 {
             let len = next(16);
             let text: String = (0..len)
@@ -465,6 +506,102 @@ mod tests {
                 let mut pieces = Vec::new();
                 splitter.each_piece(&mut splitter.cache(), &text, |piece| pieces.push(piece));
                 assert_eq!(pieces, tokenizer.split(&text).collect::<Vec<_>>(), "{text:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn at_least_never_passes_the_exact_count() {
+        // Random texts over the characters where pieces begin and end: spaces and tabs before
+        // words, punctuation and digits, newlines before a `/`, Unicode spaces, contractions,
+        // letters of both cases, CJK, an emoji, a special-token lookalike.
+        const ALPHABET: [&str; 26] = [
+            "a",
+            "Zq",
+            " ",
+            " ",
+            "\t",
+            "  ",
+            "!",
+            "?!",
+            "/",
+            "\n",
+            "\r\n",
+            "1",
+            "2024",
+            "'s",
+            "'LL",
+            "é",
+            "\u{a0}",
+            "\u{3000}",
+            "漢字",
+            "😀",
+            "\u{301}",
+            "<|endoftext|>",
+            "(",
+            "\"",
+            "-",
+            "_x",
+        ];
+        let mut random = Lcg::new(3);
+        let mut next = |n: u64| random.below(n);
+        let edges = [
+            "",
+            " ",
+            "x",
+            " x",
+            "a!\n/b",
+            "a\t b",
+            "!!\n\n//x",
+            "  \u{3000} x",
+            "it's a test",
+        ];
+        let random = (0..30_000).map(|_| {
+            let len = next(24);
+            (0..len)
+                .map(|_| ALPHABET[next(ALPHABET.len() as u64) as usize])
+                .collect::<String>()
+        });
+        for text in edges.iter().map(|e| (*e).to_owned()).chain(random) {
+            for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+                assert!(
+                    at_least(&text) <= encoding.count(&text),
+                    "{text:?} in {}",
+                    encoding.name()
+                );
+            }
+        }
+        // Close enough to settle a trim: most of the count of prose, none of an empty text.
+        let prose = "The quick brown fox jumps over the lazy dog, then naps in the sun. ".repeat(20);
+        assert!(at_least(&prose) * 10 >= Encoding::O200kBase.count(&prose) * 7);
+        assert_eq!(at_least(""), 0);
+        assert_eq!(at_least("\u{3000}"), 1);
+    }
+
+    #[test]
+    fn a_message_costs_at_least_its_lower_bound() {
+        let call = serde_json::json!({"id": "c1", "type": "function", "function": {"name": "get weather", "arguments": "{\"city\": \"Paris\"}"}});
+        let messages = [
+            message("user", "hello there, world!", &[("name", "bob")]),
+            item(&serde_json::json!({"role": "assistant", "content": null, "tool_calls": [call]})),
+            item(&serde_json::json!({"role": "user", "content": [
+                {"type": "text", "text": "what is in this image?"},
+                {"type": "image_url", "image_url": {"url": "https://x/y.png"}},
+                {"type": "tool_use", "id": "t1", "name": "look", "input": {"q": "a b c"}},
+            ]})),
+            item(&serde_json::json!({"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"})),
+        ];
+        for m in &messages {
+            for encoding in Encoding::ALL {
+                let (bound, exact) = (
+                    encoding.count_message_at_least(ValueRef::new(m)),
+                    encoding.count_message(ValueRef::new(m)),
+                );
+                assert!(bound <= exact, "{} {bound} > {exact}", encoding.name());
+                assert!(bound > PER_MESSAGE, "every text counts");
+                if encoding == Encoding::Approximate {
+                    assert_eq!(bound, exact);
+                }
             }
         }
     }

@@ -185,14 +185,26 @@ impl Messages<'_> {
     }
 }
 
-/// Plan a trim of `visible`; `count(pos)` is the token count of the message at `pos` (called
-/// only for the messages the plan looks at: O(k) for k kept, plus the dropped end).
+/// A run's lower bounds are read only when it holds more than this many bytes a token of room.
+const BOUND_FROM: u64 = 2;
+
+/// Plan a trim of `visible`. `count(pos)` is the token count of the message at `pos`, and
+/// `at_least(pos)` a lower bound on it that costs less to find (`|_| 0` when there is none): a
+/// run of messages whose bounds alone pass the room left is dropped without counting it, and a
+/// run is counted only until its counts and the bounds of the rest pass the room. O(k) counts for
+/// k kept, plus those of the dropped end that the bounds do not settle.
+///
+/// With `Last` and a `start_on` rule (and no message to cut), the result starts on a unit the rule
+/// starts on ([`finish`] drops those before it), so the plan takes units in *runs*, back to the
+/// next such unit, each kept whole or not at all: the units of a run that does not fit are never
+/// kept, and need not be counted. Otherwise every unit is a run of its own.
 pub fn select(
     visible: &CowVec<NodeId>,
     arena: &Arena,
     budget: &Budget,
     priming: u64,
     count: &mut dyn FnMut(usize) -> u64,
+    at_least: &mut dyn FnMut(usize) -> u64,
 ) -> Selection {
     let m = Messages { visible, arena };
     let mut end = visible.len();
@@ -212,31 +224,82 @@ pub fn select(
         system,
         ..Selection::default()
     };
+    let by_runs = budget.strategy == Strategy::Last && !budget.start_on.is_empty() && !budget.allow_partial;
     let mut at = match budget.strategy {
         Strategy::Last => end,
         Strategy::First => system,
     };
+    let mut run: Vec<Range<usize>> = Vec::new();
+    let mut bounds: Vec<u64> = Vec::new();
     loop {
-        let unit = match budget.strategy {
-            Strategy::Last if at > system => m.unit_ending_at(at - 1, system),
-            Strategy::First if at < end => m.unit_starting_at(at, end),
-            _ => break,
+        run.clear();
+        match budget.strategy {
+            Strategy::Last => {
+                let mut from = at;
+                while from > system {
+                    let unit = m.unit_ending_at(from - 1, system);
+                    from = unit.start;
+                    let starts_on_rule = budget.start_on.has(m.role(unit.start));
+                    run.push(unit);
+                    if !by_runs || starts_on_rule {
+                        break;
+                    }
+                }
+                // The units back to the system messages, none of them one the rule starts on.
+                if by_runs && run.last().is_some_and(|u| !budget.start_on.has(m.role(u.start))) {
+                    break;
+                }
+            }
+            Strategy::First if at < end => run.push(m.unit_starting_at(at, end)),
+            Strategy::First => {}
+        }
+        let Some(last) = run.last().cloned() else {
+            break;
         };
-        let cost: u64 = unit.clone().map(&mut *count).sum();
-        if cost > room {
-            if budget.allow_partial && unit.len() == 1 && m.part(unit.start) == Part::Plain {
-                selection.candidate = Some((unit.start, room));
+        let Some(cost) = cost_within(&m, &run, room, count, at_least, &mut bounds) else {
+            if budget.allow_partial && last.len() == 1 && m.part(last.start) == Part::Plain {
+                selection.candidate = Some((last.start, room));
             }
             break;
-        }
+        };
         room -= cost;
         at = match budget.strategy {
-            Strategy::Last => unit.start,
-            Strategy::First => unit.end,
+            Strategy::Last => last.start,
+            Strategy::First => last.end,
         };
-        selection.kept.push(unit);
+        selection.kept.append(&mut run);
     }
     selection
+}
+
+/// The tokens of the messages of `units` if they fit in `room`, counted in order until they do
+/// not; `None` as soon as the counts so far and the lower bounds of the rest pass `room`. The
+/// bounds are read only for a run of more than [`BOUND_FROM`] bytes a token of room: a shorter
+/// one could pass the room only with fewer bytes a token than text has.
+fn cost_within(
+    m: &Messages<'_>,
+    units: &[Range<usize>],
+    room: u64,
+    count: &mut dyn FnMut(usize) -> u64,
+    at_least: &mut dyn FnMut(usize) -> u64,
+    bounds: &mut Vec<u64>,
+) -> Option<u64> {
+    let positions = || units.iter().flat_map(Range::clone);
+    bounds.clear();
+    let bytes: usize = positions().map(|pos| m.arena.bytes(m.visible[pos]).len()).sum();
+    if bytes as u64 > room.saturating_mul(BOUND_FROM) {
+        bounds.extend(positions().map(&mut *at_least));
+    }
+    let mut rest: u64 = bounds.iter().sum();
+    let mut cost = 0;
+    for (i, pos) in positions().enumerate() {
+        if cost + rest > room {
+            return None;
+        }
+        rest -= bounds.get(i).copied().unwrap_or(0);
+        cost += count(pos);
+    }
+    (cost <= room).then_some(cost)
 }
 
 /// The result of a plan, in order, after the role rules: `Last` drops whole units from the old
@@ -411,6 +474,7 @@ pub fn exact_cut(arena: &Arena, visible: &CowVec<NodeId>, selection: &Selection,
 mod tests {
     use super::*;
     use crate::core::store::{Incoming, Store};
+    use crate::core::test_random::Lcg;
     use crate::core::tokens::Encoding;
 
     /// (role, content, calls): calls > 0 makes an assistant message with that many tool calls.
@@ -457,7 +521,7 @@ mod tests {
     /// Every message costs 1: the budget is a message count.
     fn trim(store: &mut Store, budget: &Budget) -> Vec<String> {
         let visible = store.visible().clone();
-        let selection = select(&visible, store.arena(), budget, 0, &mut |_| 1);
+        let selection = select(&visible, store.arena(), budget, 0, &mut |_| 1, &mut |_| 0);
         assert!(store.apply_trim(&visible, &selection, None, budget, "t".into()));
         store
             .visible()
@@ -517,6 +581,90 @@ mod tests {
         assert_eq!(trim(&mut store(&HISTORY), &f), ["s"]);
     }
 
+    /// The slots of a plan of `store` where message `pos` costs `costs[pos]`, with `bounds` as the
+    /// lower bounds, and the positions it counted.
+    fn plan(store: &Store, b: &Budget, costs: &[u64], bounds: &[u64]) -> (Vec<Slot>, Vec<usize>) {
+        let visible = store.visible().clone();
+        let mut counted = Vec::new();
+        let selection = select(
+            &visible,
+            store.arena(),
+            b,
+            0,
+            &mut |pos| {
+                counted.push(pos);
+                costs[pos]
+            },
+            &mut |pos| bounds[pos],
+        );
+        (finish(&selection, false, &visible, store.arena(), b), counted)
+    }
+
+    #[test]
+    fn a_run_the_bounds_show_cannot_fit_is_not_counted() {
+        let s = store(&HISTORY);
+        let mut b = budget(4, Strategy::Last);
+        b.start_on = Roles::of(&[Role::User]);
+        let ones = [1; HISTORY.len()];
+        // After s and u2, room for 2; the run back to u1 (a1, the call unit, u1) costs 5.
+        let (unbounded, counted) = plan(&s, &b, &ones, &[0; HISTORY.len()]);
+        assert_eq!(unbounded, [Slot::Keep(0..1), Slot::Keep(6..7)]);
+        assert_eq!(counted, [0, 6, 5, 2, 3], "counted until the run passed the room");
+        let (bounded, counted) = plan(&s, &b, &ones, &ones);
+        assert_eq!(bounded, unbounded);
+        assert_eq!(counted, [0, 6], "the bounds alone settle the run");
+        // Without the rule every unit is its own run: a1 fits, the call unit is not counted.
+        b.start_on = Roles::default();
+        let (slots, counted) = plan(&s, &b, &ones, &ones);
+        assert_eq!(slots, [Slot::Keep(0..1), Slot::Keep(5..6), Slot::Keep(6..7)]);
+        assert_eq!(counted, [0, 6, 5]);
+    }
+
+    #[test]
+    fn bounds_change_what_is_counted_never_the_plan() {
+        const ROLES: [(&str, &str); 6] = [
+            ("user", "u"),
+            ("assistant", "a"),
+            ("assistant", "call"),
+            ("tool", "r"),
+            ("system", "s"),
+            ("user", "v"),
+        ];
+        let mut random = Lcg::new(5);
+        let mut next = |n: u64| random.below(n);
+        for _ in 0..3_000 {
+            let history: Vec<(&str, &str)> = (0..next(12)).map(|_| ROLES[next(6) as usize]).collect();
+            let s = store(&history);
+            let costs: Vec<u64> = history.iter().map(|_| next(9)).collect();
+            let bounds: Vec<u64> = costs.iter().map(|&c| next(c + 1)).collect();
+            let mut b = budget(next(30), if next(2) == 0 { Strategy::Last } else { Strategy::First });
+            b.keep_system = next(2) == 0;
+            b.start_on = [
+                Roles::default(),
+                Roles::of(&[Role::User]),
+                Roles::of(&[Role::Assistant]),
+            ][next(3) as usize];
+            b.end_on = [Roles::default(), Roles::of(&[Role::Tool])][next(2) as usize];
+            let unbounded = plan(&s, &b, &costs, &vec![0; costs.len()]).0;
+            let (bounded, counted) = plan(&s, &b, &costs, &bounds);
+            assert_eq!(
+                bounded, unbounded,
+                "{history:?} costs {costs:?} bounds {bounds:?} {b:?}"
+            );
+            let kept: Vec<usize> = bounded
+                .iter()
+                .flat_map(|slot| match slot {
+                    Slot::Keep(r) => r.clone(),
+                    Slot::Cut => 0..0,
+                })
+                .collect();
+            assert!(
+                kept.iter().all(|p| counted.contains(p)),
+                "every kept message is counted"
+            );
+        }
+    }
+
     #[test]
     fn the_system_messages_stay_even_over_budget() {
         assert_eq!(trim(&mut store(&HISTORY), &budget(0, Strategy::Last)), ["s"]);
@@ -530,7 +678,7 @@ mod tests {
         let mut s = store(&HISTORY);
         let visible = s.visible().clone();
         let b = budget(2, Strategy::Last);
-        let selection = select(&visible, s.arena(), &b, 0, &mut |_| 1);
+        let selection = select(&visible, s.arena(), &b, 0, &mut |_| 1, &mut |_| 0);
         s.checkpoint("cp".into());
         s.truncate(
             &crate::core::config::Cuts {

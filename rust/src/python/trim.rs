@@ -58,7 +58,7 @@ pub fn trim_to_tokens(
         }
         let (selection, candidate) = {
             let s = lock::read(py, store);
-            let selection = select(&visible, s.arena(), budget, 0, &mut |pos| counts[pos]);
+            let selection = select(&visible, s.arena(), budget, 0, &mut |pos| counts[pos], &mut |_| 0);
             let bytes = selection
                 .candidate
                 .map(|(pos, _)| s.arena().message(visible[pos]).bytes().to_vec());

@@ -526,6 +526,7 @@ mod tests {
 
     use super::*;
     use crate::core::batch::{Format, Step};
+    use crate::core::test_random::Lcg;
 
     #[test]
     fn streams_in_order_and_reports_bad_lines() {
@@ -587,13 +588,8 @@ mod tests {
             _ => format!(r#"{{"content":"answer {i}","role":"assistant"}}"#),
         };
         let mut text = String::new();
-        let mut state = 11u64;
-        let mut next = || {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            state >> 33
-        };
+        let mut random = Lcg::new(11);
+        let mut next = || random.state() >> 33;
         for i in 0..400 {
             let n = next() % 9;
             let separators = [",", ", ", " ,\t", ",\n"];

@@ -1,6 +1,8 @@
 //! TRIM TO TOKENS on the store: plan ([`select`]), cut ([`partial`]) and apply, the counts taken
 //! from the store's cache (`core/trim.rs` holds the plan; this is its use on a [`Store`]).
 
+use std::cell::RefCell;
+
 use crate::core::arena::NodeId;
 use crate::core::config::{Budget, Strategy};
 use crate::core::cow_vec::CowVec;
@@ -23,33 +25,50 @@ impl Store {
         let len = visible.len();
         let (arena, counts) = (&self.arena, &mut self.token_counts);
         let mut window = PREFETCH_FIRST;
-        let selection = select(&visible, arena, budget, encoding.priming(), &mut |pos| {
-            let id = visible[pos];
-            if let Some(c) = counts.get(encoding, id) {
-                return c;
-            }
-            let ahead = match budget.strategy {
-                Strategy::Last => (pos + 1).saturating_sub(window)..pos + 1,
-                Strategy::First => pos..(pos + window).min(len),
-            };
-            counts.fill(arena, encoding, visible.range(ahead));
-            window = (window * 2).min(PREFETCH_MAX);
-            counts.count(arena, encoding, id)
-        });
+        let selection = select(
+            &visible,
+            arena,
+            budget,
+            encoding.priming(),
+            &mut |pos| {
+                let id = visible[pos];
+                if let Some(c) = counts.get(encoding, id) {
+                    return c;
+                }
+                let ahead = match budget.strategy {
+                    Strategy::Last => (pos + 1).saturating_sub(window)..pos + 1,
+                    Strategy::First => pos..(pos + window).min(len),
+                };
+                counts.fill(arena, encoding, visible.range(ahead));
+                window = (window * 2).min(PREFETCH_MAX);
+                counts.count(arena, encoding, id)
+            },
+            &mut |_| 0,
+        );
         let cut = exact_cut(&self.arena, &visible, &selection, budget);
         self.apply_trim(&visible, &selection, cut, budget, description);
     }
 
-    /// TRIM counting each message only when the plan looks at it (the kept messages and the one
-    /// that did not fit), never ahead: for a store that lives for one trim, such as a conversation
-    /// of a batch, where text counted ahead would be tokenized for nothing. A new batch. O(k).
+    /// TRIM counting each message only when the plan looks at it (the kept messages, and of the
+    /// dropped end what the lower bounds of `Encoding::count_message_at_least` do not settle),
+    /// never ahead: for a store that lives for one trim, such as a conversation of a batch, where
+    /// text counted ahead would be tokenized for nothing. A new batch. O(k).
     pub fn trim_to_tokens_lazily(&mut self, budget: &Budget, description: String) {
         let encoding = budget.encoding;
         let visible = self.view.visible.clone();
-        let (arena, counts) = (&self.arena, &mut self.token_counts);
-        let selection = select(&visible, arena, budget, encoding.priming(), &mut |pos| {
-            counts.count(arena, encoding, visible[pos])
-        });
+        let (arena, counts) = (&self.arena, RefCell::new(&mut self.token_counts));
+        let selection = select(
+            &visible,
+            arena,
+            budget,
+            encoding.priming(),
+            &mut |pos| counts.borrow_mut().count(arena, encoding, visible[pos]),
+            &mut |pos| {
+                let id = visible[pos];
+                let known = counts.borrow().get(encoding, id);
+                known.unwrap_or_else(|| encoding.count_message_at_least(arena.message(id)))
+            },
+        );
         let cut = exact_cut(&self.arena, &visible, &selection, budget);
         self.apply_trim(&visible, &selection, cut, budget, description);
     }
