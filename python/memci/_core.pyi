@@ -225,7 +225,7 @@ class BatchPipeline:
         """Outputs (kept input dicts; None for a bad one), count_tokens counts, bad ones, totals."""
     def run_records(self, records: Sequence[Any]) -> tuple[list[bytes | None], list[list[int]], list[_Bad], _Totals]:
         """The same on records as JSON text (str or bytes); outputs are UTF-8 bytes."""
-    def open_jsonl(self, input: str, output: str, errors: str | None = None, chunk_bytes: int = ...) -> JsonlRun:
+    def open_jsonl(self, input: str, output: str, errors: str | None, chunk_bytes: int) -> JsonlRun:
         """A streamed run of a JSONL file, driven by JsonlRun.step."""
 
 @final

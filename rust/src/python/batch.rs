@@ -290,8 +290,9 @@ impl BatchPipeline {
     }
 
     /// Start a streamed run of the JSONL file `input` into `output` (and bad records into
-    /// `errors`); drive it with `JsonlRun.step`.
-    #[pyo3(signature = (input, output, errors = None, chunk_bytes = 4 << 20))]
+    /// `errors`), reading `chunk_bytes` at a time (the default is `memci.batch`'s); drive it with
+    /// `JsonlRun.step`.
+    #[pyo3(signature = (input, output, errors, chunk_bytes))]
     fn open_jsonl(
         &self,
         input: PathBuf,
