@@ -275,7 +275,8 @@ pub fn select(
 /// The tokens of the messages of `units` if they fit in `room`, counted in order until they do
 /// not; `None` as soon as the counts so far and the lower bounds of the rest pass `room`. The
 /// bounds are read only for a run of more than [`BOUND_FROM`] bytes a token of room: a shorter
-/// one could pass the room only with fewer bytes a token than text has.
+/// run's words cannot pass the room (a word after the first takes two bytes with its space), so
+/// only its fixed costs could, and reading them would mostly be work for nothing.
 fn cost_within(
     m: &Messages<'_>,
     units: &[Range<usize>],
