@@ -110,3 +110,57 @@ impl Store {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::config::{Encoding, Roles};
+    use crate::core::roles::Role;
+    use crate::core::store::Incoming;
+
+    fn store(messages: &[(&str, &str)]) -> Store {
+        let mut incoming = Incoming::default();
+        for (role, content) in messages {
+            let (start, mut e) = incoming.encoder();
+            let d = e.open_dict(2);
+            e.key("role");
+            e.str(role);
+            e.key("content");
+            e.str(content);
+            e.close(d);
+            incoming.finish(start, || "m".into()).unwrap();
+        }
+        let mut store = Store::default();
+        store.append(&incoming);
+        store
+    }
+
+    #[test]
+    fn a_lazy_trim_does_not_count_a_turn_its_bounds_show_cannot_fit() {
+        let long = "word ".repeat(2_000);
+        let history = [
+            ("user", "the old question"),
+            ("assistant", long.as_str()),
+            ("user", "the new question"),
+            ("assistant", "a short answer"),
+        ];
+        let budget = Budget {
+            max_tokens: 100,
+            strategy: Strategy::Last,
+            keep_system: true,
+            start_on: Roles::of(&[Role::User]),
+            end_on: Roles::default(),
+            allow_partial: false,
+            encoding: Encoding::O200kBase,
+        };
+        let mut lazy = store(&history);
+        lazy.trim_to_tokens_lazily(&budget, "t".into());
+        let mut eager = store(&history);
+        eager.trim_to_tokens(&budget, "t".into());
+        assert_eq!(lazy.visible(), eager.visible());
+        assert_eq!(lazy.len(), 2, "the new turn is kept");
+        // The old turn's 2,000 words pass the room on their bounds: neither message is counted.
+        assert!((0..2).all(|id| lazy.token_counts.get(Encoding::O200kBase, id).is_none()));
+        assert!((2..4).all(|id| lazy.token_counts.get(Encoding::O200kBase, id).is_some()));
+    }
+}
