@@ -116,22 +116,11 @@ mod tests {
     use super::*;
     use crate::core::config::{Encoding, Roles};
     use crate::core::roles::Role;
-    use crate::core::store::Incoming;
+    use crate::core::store::incoming_of;
 
     fn store(messages: &[(&str, &str)]) -> Store {
-        let mut incoming = Incoming::default();
-        for (role, content) in messages {
-            let (start, mut e) = incoming.encoder();
-            let d = e.open_dict(2);
-            e.key("role");
-            e.str(role);
-            e.key("content");
-            e.str(content);
-            e.close(d);
-            incoming.finish(start, || "m".into()).unwrap();
-        }
         let mut store = Store::default();
-        store.append(&incoming);
+        store.append(&incoming_of(messages));
         store
     }
 
