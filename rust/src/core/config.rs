@@ -123,6 +123,24 @@ pub struct Budget {
     pub encoding: Encoding,
 }
 
+/// The budget `trim_to_tokens(max_tokens, encoding=...)` means with every other option left at
+/// its default (the newest messages, system kept, starting on a user message), for the core's
+/// tests.
+#[cfg(test)]
+impl Budget {
+    pub fn defaults(max_tokens: u64, encoding: Encoding) -> Self {
+        Self {
+            max_tokens,
+            strategy: Strategy::Last,
+            keep_system: true,
+            start_on: Roles::of(&[Role::User]),
+            end_on: Roles::default(),
+            allow_partial: false,
+            encoding,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

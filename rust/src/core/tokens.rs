@@ -162,7 +162,7 @@ impl Encoding {
     }
 
     /// A lower bound on [`Encoding::count_message`], read without tokenizing: each text counts
-    /// [`at_least`] of its tokens, every fixed cost is charged in full. Exact for the
+    /// its words as its tokens (`at_least`), every fixed cost is charged in full. Exact for the
     /// approximation. A trim uses it to see that a message cannot fit before counting it. O(len).
     pub fn count_message_at_least(self, message: ValueRef<'_>) -> u64 {
         let mut tally = Tally {
@@ -213,7 +213,7 @@ impl Encoding {
 /// punctuation (`[^\r\n\p{L}\p{N}]?`, ` ?`), or the newlines a run of punctuation may end with
 /// (a `/` after them follows a newline, not a space or tab). The tests check it against the exact
 /// count over generated and hand-made texts.
-pub fn at_least(text: &str) -> u64 {
+fn at_least(text: &str) -> u64 {
     let b = text.as_bytes();
     let Some(&first) = b.first() else {
         return 0;

@@ -571,7 +571,7 @@ mod tests {
     #[test]
     fn the_written_file_is_each_record_as_processed_alone() {
         use crate::core::batch::record::process;
-        use crate::core::config::{Budget, Encoding, Roles, Strategy};
+        use crate::core::config::{Budget, Encoding, Roles};
 
         let dir = std::env::temp_dir().join(format!("memci-batch-pieces-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
@@ -617,13 +617,9 @@ mod tests {
         }
         fs::write(&input, &text).unwrap();
         let trim = Step::TrimToTokens(Budget {
-            max_tokens: 25,
-            strategy: Strategy::Last,
-            keep_system: true,
             start_on: Roles::default(),
-            end_on: Roles::default(),
             allow_partial: true,
-            encoding: Encoding::O200kBase,
+            ..Budget::defaults(25, Encoding::O200kBase)
         });
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
         for steps in [vec![], vec![Step::Sanitize], vec![Step::Sanitize, trim]] {

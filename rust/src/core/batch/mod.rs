@@ -225,7 +225,6 @@ impl Pipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::config::{Roles, Strategy};
     use crate::core::roles::Role;
 
     fn incoming(messages: &[&str]) -> Incoming {
@@ -276,15 +275,7 @@ mod tests {
             r#"{"role":"tool","tool_call_id":"a","content":"r"}"#,
             r#"{"role":"user","content":"last"}"#,
         ]);
-        let budget = Budget {
-            max_tokens: 30,
-            strategy: Strategy::Last,
-            keep_system: true,
-            start_on: Roles::of(&[Role::User]),
-            end_on: Roles::default(),
-            allow_partial: false,
-            encoding: Encoding::O200kBase,
-        };
+        let budget = Budget::defaults(30, Encoding::O200kBase);
         let pipeline = Pipeline::new(
             vec![Step::TrimToTokens(budget), Step::CountTokens(Encoding::O200kBase)],
             Format::Chat,

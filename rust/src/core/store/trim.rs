@@ -114,8 +114,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::config::{Encoding, Roles};
-    use crate::core::roles::Role;
+    use crate::core::config::Encoding;
     use crate::core::store::incoming_of;
 
     fn store(messages: &[(&str, &str)]) -> Store {
@@ -133,15 +132,7 @@ mod tests {
             ("user", "the new question"),
             ("assistant", "a short answer"),
         ];
-        let budget = Budget {
-            max_tokens: 100,
-            strategy: Strategy::Last,
-            keep_system: true,
-            start_on: Roles::of(&[Role::User]),
-            end_on: Roles::default(),
-            allow_partial: false,
-            encoding: Encoding::O200kBase,
-        };
+        let budget = Budget::defaults(100, Encoding::O200kBase);
         let mut lazy = store(&history);
         lazy.trim_to_tokens_lazily(&budget, "t".into());
         let mut eager = store(&history);
