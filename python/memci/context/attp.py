@@ -116,7 +116,8 @@ class _Size:
         return self.chars + sum(self.uses.values())
 
     def exact(self, value_chars: Sequence[int]) -> int:
-        """The length of the JSON, given the length of each call's value's JSON."""
+        """The length of the JSON (at most: a key a dict repeats counts twice), given the length
+        of each call's value's JSON."""
         return self.chars + sum(n * value_chars[call] for call, n in self.uses.items())
 
 
@@ -128,9 +129,10 @@ class Program:
 
     ``calls``: every tool call of the code with its literal arguments, in the order running the
     code makes them (source order: the arguments are literals, so no call waits on another).
-    Checking sizes ``__result__`` as it goes (:meth:`result_chars`), names counted each time they
-    are used, and refuses code whose result is longer than :data:`MAX_RESULT_CHARS` whatever its
-    calls return, or nests deeper than :data:`MAX_DEPTH`. O(code).
+    ``size``: the length of the JSON of ``__result__``, counted while the code is checked (a name
+    counted each time it is used; :meth:`result_chars` adds the calls' values). Code whose result
+    would pass :data:`MAX_RESULT_CHARS` whatever its calls return, or that nests names deeper than
+    :data:`MAX_DEPTH`, is refused. O(code).
     """
 
     __slots__ = ("body", "calls", "names", "size", "tools")
