@@ -24,6 +24,7 @@ WORKLOAD_ORDER = (
     "checkpoint",
     "context_round",
     "context_build",
+    "attp_parse",
     "sanitize_array",
     "validate_array",
     "validate_array_first",
@@ -73,6 +74,7 @@ TITLES = {
     "context_round": "ContextSystem: one agent round (add, archive the oldest page, end_round, build_messages); "
     "size = archived pages",
     "context_build": "ContextSystem.build_messages with n=5 active pages and a full contents page",
+    "attp_parse": "the TOML of one ATTP answer read (memci: the core's reader; tomllib.loads); size = its shape",
     "sanitize_array": "MessageArray.sanitize(), 1% of tool-call groups broken",
     "validate_array": "MessageArray.validate(), 1% of tool-call groups broken",
     "validate_array_first": "MessageArray.validate() on a store never scanned before",

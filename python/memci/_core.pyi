@@ -33,6 +33,7 @@ __all__ = [
     "entry_texts",
     "message_texts",
     "ranks_file",
+    "read_attp_call",
     "reply_priming",
     "sanitize_store",
     "scan_list",
@@ -143,6 +144,13 @@ def message_texts(messages: _Message | Sequence[_Message]) -> list[str]:
 
 def entry_texts(messages: _Message | Sequence[_Message]) -> list[tuple[str, str]]:
     """What each message says, and the tools it calls as ``name(arguments)`` joined by ``"; "``."""
+
+# ---- ATTP answers (rust/src/core/attp.rs) ---------------------------------------------------------
+def read_attp_call(text: str) -> tuple[str | None, str | None]:
+    """The ``[tool_call]`` of an ATTP answer, its TOML read in O(text): ``(code, None)`` to run
+    ``code``, ``(None, None)`` when its status is ``"fail"``, ``(None, reason)`` when it is refused
+    (not TOML, nested over 80 levels, an integer beyond 64 bits, a lone surrogate, no table, another
+    status, no code string). Never raises."""
 
 # ---- the pair scan (memci.sanitize) -----------------------------------------------------------------
 # A finding: (index, role, reason code, the ids the reason names, the other position it names).
