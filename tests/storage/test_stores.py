@@ -733,6 +733,11 @@ def test_redis_unreachable_or_a_bad_url_is_a_storage_error() -> None:
         RedisStorage(f"redis://127.0.0.1:{free_port()}/0")
     with pytest.raises(StorageError, match="not a Redis URL"):
         RedisStorage("http://example.com")
+    for url in ("redis://memci:s3cret@127.0.0.1:notaport/0", "redis://:s3cret@[::1/0", "x" * 100_000):
+        with pytest.raises(StorageError, match="not a Redis URL") as caught:
+            RedisStorage(url)
+        assert "s3cret" not in str(caught.value)
+        assert len(str(caught.value)) < 300
 
 
 def test_sqlite_two_connections_creating_one_new_file_at_once_both_open(tmp_path: Path) -> None:

@@ -58,11 +58,10 @@ class Sealer:
             raise ImportError("EncryptedStorage needs the cryptography package: pip install 'memci[encryption]'") from e
         if old_keys is not None and not isinstance(old_keys, Mapping):
             raise StorageError(f"old_keys must be a mapping of key id to key, got {repr_of(old_keys)}", "old_keys")
-        given = {**(old_keys or {}), key_id: key}
-        self._keys = {
-            kid: (AESGCM(_derived(raw, b"encryption")), _derived(raw, b"nonce"))
-            for kid, raw in ((kid, _check_key(kid, raw)) for kid, raw in given.items())
-        }
+        checked = [(key_id, _check_key(key_id, key)), *((k, _check_key(k, v)) for k, v in (old_keys or {}).items())]
+        self._keys: dict[str, tuple[Any, bytes]] = {}
+        for kid, raw in reversed(checked):  # the current key wins over an old one of the same id
+            self._keys[kid] = (AESGCM(_derived(raw, b"encryption")), _derived(raw, b"nonce"))
         self.key_id = key_id
 
     def _seal(self, plaintext: str, aad: bytes) -> dict[str, str]:
