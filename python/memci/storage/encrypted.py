@@ -86,7 +86,7 @@ class Sealer:
             raise StorageError(f"{where}: sealed with key {repr_of(kid)}, which this store was not given", where)
         try:
             raw = base64.b64decode(sealed["data"], validate=True)
-            plain = self._keys[kid][0].decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], aad + kid.encode())
+            plain: bytes = self._keys[kid][0].decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], aad + kid.encode())
             return plain.decode("utf-8")
         except (InvalidTag, ValueError):
             raise StorageError(
