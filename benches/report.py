@@ -38,6 +38,8 @@ WORKLOAD_ORDER = (
     "get_page",
     "search",
     "search_build",
+    "pg_save",
+    "pg_load",
     "session_turn",
     "agent_trim",
     "graph_step",
@@ -62,8 +64,12 @@ PEER_ORDER = (
     "memory",
     "sqlite-raw",
     "fts5",
+    "memci-context",
+    "agents",
 )
 TITLES = {
+    "pg_save": "one turn saved into a conversation of n turns, on PostgreSQL (PostgresStorage)",
+    "pg_load": "a conversation of n turns read back from PostgreSQL",
     "build": "Build a history, one append at a time",
     "recent_user": "1,000 x recent(3, role='user')",
     "recent_system": "1,000 x recent(1, role='system')",
@@ -206,6 +212,8 @@ def load(path: str) -> tuple[dict[tuple[str, str], dict[str, float]], Sizes, Siz
             memory[size, peer] = bench.get("extra_info") or {}
         elif workload == "page_bytes":
             page_bytes[size, peer] = bench.get("extra_info") or {}
+        elif workload == "pg_turn_bytes":  # bytes, in extra_info: docs/benchmarks.md, "PostgreSQL"
+            continue
         else:
             times.setdefault((workload, size), {})[peer] = bench["stats"]["median"]
     return times, memory, page_bytes

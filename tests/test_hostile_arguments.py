@@ -9,8 +9,10 @@ The methods are found by introspection: a new public method, or a new parameter,
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -18,7 +20,7 @@ from typing import Any
 
 import memci
 import pytest
-from factories import assistant, call, calling, numbered, tool, user
+from factories import assistant, call, calling, free_port, numbered, tool, user
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memci import (
@@ -567,13 +569,69 @@ STORES: dict[str, tuple[Callable[[Path], Any], dict[str, dict[str, str]]]] = {
     "SqliteStorage": (lambda path: SqliteStorage(path / "store.db"), SQLITE_METHODS),
 }
 
+#: Each store's constructor and the kinds of its arguments (run in a temporary working folder: a
+#: relative path lands there). Redis and PostgreSQL are given servers that refuse at once.
+STORE_CONSTRUCTORS: dict[str, dict[str, str]] = {
+    "SqliteStorage": {
+        "path": "store_path",
+        "namespace": "text",
+        "read_only": "flag",
+        "synchronous": "synchronous",
+        "timeout": "seconds",
+    },
+    "AsyncSqliteStorage": {
+        "path": "store_path",
+        "namespace": "text",
+        "read_only": "flag",
+        "synchronous": "synchronous",
+        "timeout": "seconds",
+    },
+    "DirectoryStorage": {"path": "store_path", "read_only": "flag", "fsync": "flag"},
+    "RedisStorage": {"target": "redis_url", "prefix": "text"},
+    "AsyncRedisStorage": {"target": "redis_url", "prefix": "text"},
+    "PostgresStorage": {
+        "target": "dsn",
+        "namespace": "text",
+        "ttl": "seconds",
+        "timeout": "seconds",
+        "pool_size": "page_index",
+    },
+    "AsyncPostgresStorage": {
+        "target": "dsn",
+        "namespace": "text",
+        "ttl": "seconds",
+        "timeout": "seconds",
+        "pool_size": "page_index",
+    },
+    "EncryptedStorage": {"store": "storage", "key": "key_bytes", "key_id": "text", "old_keys": "old_keys"},
+}
+GOOD.update(
+    {
+        "store_path": st.sampled_from(["store.db", "sub/store", Path("store.db")]),
+        "synchronous": st.sampled_from(["FULL", "NORMAL"]),
+        "seconds": st.floats(0.5, 5) | st.integers(1, 5),
+        "redis_url": st.builds(lambda: f"redis://127.0.0.1:{free_port()}/0"),
+        "dsn": st.builds(lambda: f"host=127.0.0.1 port={free_port()} dbname=x user=x"),
+        "key_bytes": st.sampled_from([bytes(32), bytes(16)]),
+        "old_keys": st.none() | st.just({"old": bytes(32)}),
+    }
+)
+
+
+def _contained(value: Any) -> Any:
+    """A drawn path kept inside the working folder: no root, no way up."""
+    return value.lstrip("/").replace("..", "__") if isinstance(value, str) else value
+
 
 @pytest.mark.parametrize(
     ("store_name", "name"),
     [
-        pytest.param(store_name, name, id=f"{store_name}.{name}")
-        for store_name, (_, methods) in STORES.items()
-        for name in methods
+        *(
+            pytest.param(store_name, name, id=f"{store_name}.{name}")
+            for store_name, (_, methods) in STORES.items()
+            for name in methods
+        ),
+        *(pytest.param(store_name, "__init__", id=f"{store_name}.__init__") for store_name in STORE_CONSTRUCTORS),
     ],
 )
 @SETTINGS
@@ -581,6 +639,22 @@ STORES: dict[str, tuple[Callable[[Path], Any], dict[str, dict[str, str]]]] = {
 def test_store_methods_raise_memci_errors_and_change_nothing(
     store_name: str, name: str, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
+    if name == "__init__":
+        cls = getattr(memci.storage, store_name)
+        kwargs = {key: _contained(value) for key, value in _kwargs(data, cls, STORE_CONSTRUCTORS[store_name]).items()}
+        here = os.getcwd()
+        os.chdir(tmp_path_factory.mktemp("cwd"))
+        try:
+            made: Any = None
+            if not _called(lambda: _keep(cls(**kwargs)), {}):
+                made = _made.pop()
+        finally:
+            os.chdir(here)
+        if made is not None:
+            closing = made.close()
+            if inspect.isawaitable(closing):
+                asyncio.run(closing)
+        return
     make, methods = STORES[store_name]
     store = make(tmp_path_factory.mktemp("store"))
     try:
@@ -594,6 +668,19 @@ def test_store_methods_raise_memci_errors_and_change_nothing(
             assert _store_state(store) == before
     finally:
         store.close()
+
+
+#: The store a constructor call made, for the test to close.
+_made: list[Any] = []
+
+
+def _keep(store: Any) -> None:
+    _made.append(store)
+
+
+def test_every_store_constructor_is_listed() -> None:
+    for store_name, params in STORE_CONSTRUCTORS.items():
+        assert sorted(params) == sorted(inspect.signature(getattr(memci.storage, store_name)).parameters), store_name
 
 
 # ---- module functions -----------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """The protocol every store implements: where the context system keeps archived pages and its state.
 
-:class:`Storage` is the protocol the :class:`~memci.ContextSystem` relies on; four stores implement
+:class:`Storage` is the protocol the :class:`~memci.ContextSystem` relies on; five stores implement
 it: :class:`~memci.MemoryStorage` (the default), :class:`~memci.SqliteStorage` (one file, WAL,
-transactions), :class:`~memci.DirectoryStorage` (one JSON file per page, each written atomically)
-and :class:`~memci.RedisStorage` (shared by many agent workers; needs the ``redis`` extra).
+transactions), :class:`~memci.DirectoryStorage` (one JSON file per page, each written atomically),
+:class:`~memci.RedisStorage` (shared by many agent workers; needs the ``redis`` extra) and
+:class:`~memci.PostgresStorage` (many conversations in one database; the ``postgres`` extra), and
+:class:`~memci.EncryptedStorage` seals what any of them stores.
 
 A page is ``{"index": int, "messages": [message dicts], "summary": str, "entry_summaries": [str],
 "archived_round": int}`` (other JSON keys are kept); a state is a JSON-able dict with a ``version``
