@@ -488,3 +488,57 @@ def test_messages_stored_by_an_older_memci_are_read() -> None:
 
     MessageLog(storage).append(memci.formats.from_langchain(HISTORY))
     assert MemciChatMessageHistory("s", storage=storage).messages == HISTORY
+
+
+# ---- trim_messages through the migration guide's mapping ------------------------------------------
+
+
+def per_block_counter(messages: list[BaseMessage]) -> int:
+    """A LangChain token counter that counts a message's text blocks one by one (3 per message,
+    1 per word, 2 per block), as counters that bill blocks do."""
+    total = 0
+    for m in messages:
+        total += 3
+        if isinstance(m.content, str):
+            total += len(m.content.split())
+        else:
+            total += sum(2 + len(str(block.get("text", "")).split()) for block in m.content if isinstance(block, dict))
+    return total
+
+
+@pytest.mark.parametrize("strategy", ["first", "last"])
+@pytest.mark.parametrize("budget", [8, 15, 22, 30, 40, 60])
+def test_trim_to_tokens_keeps_what_trim_messages_keeps_on_block_content(strategy: str, budget: int) -> None:
+    from langchain_core.messages import trim_messages
+
+    messages: list[BaseMessage] = [
+        SystemMessage("You are a terse agent."),
+        HumanMessage("What is in the two reports?", id="q1"),
+        AIMessage(
+            [
+                {"type": "text", "text": "The first report says sales rose."},
+                {"type": "text", "text": "The second one agrees."},
+            ],
+            id="a1",
+        ),
+        HumanMessage([{"type": "text", "text": "And the costs?"}], id="q2"),
+        AIMessage("Costs fell by a tenth.", id="a2"),
+    ]
+    converted = memci.formats.from_langchain(messages)
+    assert converted[2]["content"] == [
+        {"type": "text", "text": "The first report says sales rose."},
+        {"type": "text", "text": "The second one agrees."},
+    ]  # blocks stay blocks; a counter reading them sees what LangChain's sees
+    keep_system = strategy == "last"  # LangChain takes include_system with "last" only
+    native = trim_messages(
+        messages, max_tokens=budget, token_counter=per_block_counter, strategy=strategy, include_system=keep_system
+    )
+    arr = memci.MessageArray(converted)
+    arr.trim_to_tokens(
+        budget,
+        strategy=strategy,
+        keep_system=keep_system,
+        start_on=None,
+        counter=lambda m: per_block_counter(memci.formats.to_langchain([m])),
+    )
+    assert memci.formats.to_langchain(arr.messages()) == native
