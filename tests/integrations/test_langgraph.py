@@ -230,6 +230,40 @@ def test_the_trim_hook_keeps_concurrent_threads_apart() -> None:
     run_together(*(functools.partial(run, t) for t in range(4)))
 
 
+def test_the_context_hook_keeps_concurrent_threads_apart() -> None:
+    from fake_chat import RecordingModel
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    class Echo(RecordingModel):
+        def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+            self.sent.append(list(messages))
+            answer = AIMessage("heard " + str(messages[-1].content))
+            return ChatResult(generations=[ChatGeneration(message=answer)])
+
+    hook = ContextHook(active_pages=2)
+    fake = Echo(messages=iter([]), sent=[])
+    agent = create_react_agent(
+        fake,
+        hook.tools(),
+        pre_model_hook=hook,
+        state_schema=ContextState,
+        checkpointer=InMemorySaver(),
+        store=InMemoryStore(),
+    )
+
+    def talk(user: int) -> None:
+        for turn in range(6):
+            config = {"configurable": {"thread_id": f"user{user}@example.com"}}
+            agent.invoke({"messages": [("user", f"<user{user}> turn {turn}")]}, config)
+
+    run_together(*(functools.partial(talk, u) for u in range(4)))
+    assert len(fake.sent) == 24
+    for sent in fake.sent:
+        owner = str(sent[-1].content).split()[0]
+        text = " ".join(str(m.content) for m in sent)
+        assert all(f"<user{u}>" not in text for u in range(4) if f"<user{u}>" != owner), text
+
+
 # ---- Pydantic states, a missing schema, recall counts -------------------------------------------
 
 

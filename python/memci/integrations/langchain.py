@@ -59,7 +59,9 @@ class MemciTrimMiddleware(AgentMiddleware):
     system prompt's share included): the newest messages that fit, whole tool groups, starting on
     a user message (see :class:`~memci.integrations.langchain_messages.MessageTrimmer` for what
     happens when none fits). Only the request is trimmed: the state keeps every message. Each
-    conversation is mirrored once and extended as it grows, so a call costs O(new + kept)."""
+    conversation (by its ``thread_id``, see
+    :func:`~memci.integrations.langchain_messages.conversation_key`) is mirrored once and extended
+    as it grows, so a call costs O(new + kept)."""
 
     def __init__(
         self, max_tokens: int, *, encoding: str = tokens.DEFAULT_ENCODING, start_on: str | None = "user"
@@ -173,7 +175,8 @@ class MemciContextMiddleware(AgentMiddleware):
         name = str(function["name"])
 
         def run(runtime: ToolRuntime, **arguments: Any) -> str:
-            messages = (runtime.state or {}).get("messages") or []
+            state = runtime.state
+            messages = (state.get("messages") if isinstance(state, Mapping) else getattr(state, "messages", None)) or []
             lock, ctx, _ = self._conversation(conversation_key(runtime.config, messages))
             call = {"id": "call", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
             with lock:
