@@ -542,3 +542,39 @@ def test_trim_to_tokens_keeps_what_trim_messages_keeps_on_block_content(strategy
         counter=lambda m: per_block_counter(memci.formats.to_langchain([m])),
     )
     assert memci.formats.to_langchain(arr.messages()) == native
+
+
+# ---- ContextHook as a create_agent middleware ------------------------------------------------------
+
+
+def test_the_context_hook_middleware_keeps_checkpoints_small_and_recalls_per_thread() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.store.memory import InMemoryStore
+    from memci.integrations.langchain import MemciContextHookMiddleware
+
+    store, saver = InMemoryStore(), InMemorySaver()
+    recall = AIMessage(content="", tool_calls=[{"name": "recall_page", "args": {"page_index": 1}, "id": "r1"}])
+    fake = model([AIMessage("Noted."), AIMessage("Noted."), AIMessage("Noted."), recall, AIMessage("It was alpha.")])
+    middleware = MemciContextHookMiddleware(active_pages=1)
+    agent = create_agent(fake, [], middleware=[middleware], checkpointer=saver, store=store)
+    ada, bob = {"configurable": {"thread_id": "ada@example.com"}}, {"configurable": {"thread_id": "bob"}}
+    agent.invoke({"messages": [HumanMessage("The code word is alpha.")]}, ada)
+    agent.invoke({"messages": [HumanMessage("Bob's word is omega.")]}, bob)
+    agent.invoke({"messages": [HumanMessage("The next one is beta.")]}, ada)
+    state = agent.invoke({"messages": [HumanMessage("What was the first code word?")]}, ada)
+    assert state["messages"][-1].content == "It was alpha."
+    assert len(state["messages"]) <= 3  # only what arrived since the last model call
+    answer = fake.sent[-1][-1]
+    assert isinstance(answer, ToolMessage)
+    assert "The code word is alpha." in str(answer.content)
+    assert all("omega" not in str(m.content) for sent in fake.sent[2:] for m in sent)  # Bob's stays Bob's
+    ctx = middleware.hook.context(state, store, "ada@example.com")
+    assert {e.index: e.recall_count for e in ctx.contents}[1] == 1  # the recall, saved
+
+
+def test_the_context_hook_middleware_refuses_both_a_hook_and_options() -> None:
+    from memci.integrations.langchain import MemciContextHookMiddleware
+    from memci.integrations.langgraph import ContextHook
+
+    with pytest.raises(memci.InvalidOperationError, match="not both"):
+        MemciContextHookMiddleware(ContextHook(), active_pages=2)

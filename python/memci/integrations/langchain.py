@@ -5,9 +5,13 @@
   state keeps every message.
 - :class:`MemciContextMiddleware`: an agent middleware that feeds the model a memci
   :class:`~memci.ContextSystem`'s paged window (old turns archived to its store, listed on the
-  contents page) and gives the model the ``recall_page`` and ``list_pages`` tools.
-- :class:`MemciChatMessageHistory`: a ``BaseChatMessageHistory`` (sync and async) on any memci
-  store, many conversations in one SQLite file.
+  contents page), one per conversation, and gives the model the ``recall_page`` and
+  ``list_pages`` tools.
+- :class:`MemciContextHookMiddleware`: LangGraph's
+  :class:`~memci.integrations.langgraph.ContextHook` as an agent middleware (the context system in
+  the agent's state, its archive in the agent's store).
+- :class:`MemciChatMessageHistory`: a lossless ``BaseChatMessageHistory`` (sync and async) on any
+  memci store, many conversations in one SQLite file.
 
 Decisions and guarantees: ``docs/integrations/langchain.md``.
 """
@@ -20,28 +24,33 @@ import json
 import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Annotated, Any, NotRequired, cast
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, message_to_dict, messages_from_dict
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import ToolRuntime
+from langgraph.runtime import Runtime
 
 from memci import tokens
 from memci.context.system import ContextSystem
 from memci.errors import InvalidOperationError
 from memci.formats import from_langchain, to_langchain
 from memci.integrations.langchain_messages import MessageTrimmer, conversation_key, current_config
+from memci.integrations.langgraph import STATE_KEY, ContextHook, newest_state
 from memci.integrations.message_log import MessageLog
 from memci.storage.memory import MemoryStorage
 from memci.storage.protocol import Storage
 from memci.storage.sqlite import SqliteStorage
 
 __all__ = [
+    "ContextHookState",
     "MemciChatMessageHistory",
+    "MemciContextHookMiddleware",
     "MemciContextMiddleware",
     "MemciTrimMiddleware",
+    "RequestMiddleware",
     "loaded_message",
     "stored_message",
 ]
@@ -54,7 +63,25 @@ def _system_tokens(request: ModelRequest[Any], encoding: str) -> int:
     return tokens.count_messages(from_langchain([request.system_message]), encoding) - tokens.reply_priming(encoding)
 
 
-class MemciTrimMiddleware(AgentMiddleware):
+class RequestMiddleware(AgentMiddleware[Any]):
+    """An agent middleware that rewrites each model request (:meth:`_request`) and calls the
+    model with the result, sync or async: what memci's middlewares share."""
+
+    def _request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        raise NotImplementedError
+
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> ModelResponse[Any]:
+        return handler(self._request(request))
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+    ) -> ModelResponse[Any]:
+        return await handler(self._request(request))
+
+
+class MemciTrimMiddleware(RequestMiddleware):
     """Trims every model call of a ``create_agent`` agent to ``max_tokens`` exact tokens (the
     system prompt's share included): the newest messages that fit, whole tool groups, starting on
     a user message (see :class:`~memci.integrations.langchain_messages.MessageTrimmer` for what
@@ -70,22 +97,12 @@ class MemciTrimMiddleware(AgentMiddleware):
         self.trimmer = MessageTrimmer(max_tokens, encoding=encoding, keep_system=True, start_on=start_on)
         self.encoding = encoding
 
-    def _trimmed(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+    def _request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         budget = self.trimmer.max_tokens - _system_tokens(request, self.encoding)
         return request.override(messages=cast("list[AnyMessage]", self.trimmer.trim(list(request.messages), budget)))
 
-    def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> ModelResponse[Any]:
-        return handler(self._trimmed(request))
 
-    async def awrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
-    ) -> ModelResponse[Any]:
-        return await handler(self._trimmed(request))
-
-
-class MemciContextMiddleware(AgentMiddleware):
+class MemciContextMiddleware(RequestMiddleware):
     """Feeds the model a :class:`~memci.ContextSystem`'s window instead of the agent's message
     list, one context system per conversation, and registers its recall tools (``recall_page``,
     ``list_pages``, ...) as the agent's tools.
@@ -161,16 +178,6 @@ class MemciContextMiddleware(AgentMiddleware):
             window = to_langchain(ctx.build_messages())
         return request.override(messages=cast("list[AnyMessage]", window))
 
-    def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> ModelResponse[Any]:
-        return handler(self._request(request))
-
-    async def awrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
-    ) -> ModelResponse[Any]:
-        return await handler(self._request(request))
-
     def _tool(self, function: Mapping[str, Any]) -> StructuredTool:
         name = str(function["name"])
 
@@ -195,6 +202,47 @@ class MemciContextMiddleware(AgentMiddleware):
 def _name(key: tuple[str, str | None]) -> str:
     """A conversation key as the error messages name it."""
     return f"thread {key[1]!r}" if key[0] == "thread" else f"the conversation opened by message {key[1]!r}"
+
+
+class ContextHookState(AgentState):
+    """An agent's state with the key :class:`MemciContextHookMiddleware` keeps the context system
+    in (the newest revision wins when two writes land in one step)."""
+
+    memci: NotRequired[Annotated[dict[str, Any] | None, newest_state]]
+
+
+class MemciContextHookMiddleware(RequestMiddleware):
+    """LangGraph's :class:`~memci.integrations.langgraph.ContextHook` as a ``create_agent``
+    middleware: the conversation lives in a context system carried in the agent's state (key
+    ``"memci"``, declared by this middleware's state schema), its archived pages in the agent's
+    store (``create_agent(store=...)``), one system per ``thread_id``. Before each model call the
+    messages that arrived join the thread's system and leave the state (checkpoints stay small);
+    the model is sent the system's window; the recall tools come with the middleware.
+    ``hook`` (or the keywords, passed to a new ``ContextHook``) sets the namespace and policies."""
+
+    state_schema = ContextHookState
+
+    def __init__(self, hook: ContextHook | None = None, **options: Any) -> None:
+        super().__init__()
+        if hook is not None and options:
+            raise InvalidOperationError("give MemciContextHookMiddleware a ContextHook or its options, not both")
+        self.hook = hook if hook is not None else ContextHook(**options)
+        self.tools: Sequence[BaseTool] = self.hook.tools()
+
+    def before_model(self, state: ContextHookState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        update = self.hook(state)
+        return {"messages": update["messages"], STATE_KEY: update[STATE_KEY]}
+
+    async def abefore_model(self, state: ContextHookState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self.before_model(state, runtime)
+
+    def _request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        store = request.runtime.store
+        if store is None:
+            raise InvalidOperationError("MemciContextHookMiddleware needs the agent's store: create_agent(store=...)")
+        thread_id = str((current_config().get("configurable") or {}).get("thread_id", "default"))
+        ctx = self.hook.context(request.state, store, thread_id)
+        return request.override(messages=cast("list[AnyMessage]", to_langchain(ctx.build_messages())))
 
 
 class MemciChatMessageHistory(BaseChatMessageHistory):
