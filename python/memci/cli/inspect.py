@@ -94,7 +94,7 @@ def _table(
     cell_chars: int = CELL_CHARS,
 ) -> Table:
     # Stored text is shown as it is: Text, never rich markup (a page may hold "[/]" or "[link=...]").
-    table = Table(title=Text(title), title_justify="left", show_lines=lines)
+    table = Table(title=Text(printable(title)), title_justify="left", show_lines=lines)
     for header, _ in columns:
         table.add_column(header, overflow="fold")
     for row in rows:
