@@ -158,7 +158,8 @@ def run_parquet(
     _check_column(column, "run_parquet")
     batch_rows = positive_int(batch_rows, "run_parquet: batch_rows", most=1 << 62)
     started = time.perf_counter()
-    opened = _identity(source_path)
+    place = os.path.abspath(source_path)  # the same file at the end, whatever the working folder
+    opened = _identity(place)
     try:
         source = pq.ParquetFile(source_path)
     except pa.ArrowException as e:
@@ -183,7 +184,7 @@ def run_parquet(
                         err_file.write(json.dumps(bad.to_json("row")).encode() + b"\n")
                 if progress is not None:
                     progress(rows, total, rows)
-        if _identity(source_path) != opened or rows != total:
+        if _identity(place) != opened or rows != total:
             raise StorageError(f"run_parquet: {source_path} changed while the run read it", source_path)
         summary.bytes_out = out_file.tell() if out_file.seekable() else 0
     summary.bytes_in = opened[0]

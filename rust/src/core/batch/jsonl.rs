@@ -540,7 +540,9 @@ impl JsonlRun {
             pipeline,
             input: Input {
                 file,
-                path: input.to_owned(),
+                // Absolute: the end-of-run check must look at the same place if the working
+                // folder changes meanwhile.
+                path: std::path::absolute(input).unwrap_or_else(|_| input.to_owned()),
                 opened,
                 carry: Vec::new(),
             },
