@@ -8,7 +8,7 @@ batch snapshot carries.
 
 import builtins
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, SupportsFloat, final
+from typing import Any, ClassVar, SupportsFloat, final
 
 from memci.ops import Append, Checkpoint, Clear, Filter, Insert, Replace, Rollback, TrimToTokens, Truncate
 
@@ -224,6 +224,8 @@ class BatchPipeline:
     """Step configs (memci.ops, memci.batch.CountTokens) applied to every conversation on a thread pool,
     shared by the process's pipelines of as many workers (a forked child starts its own)."""
 
+    MAX_WORKERS: ClassVar[int]
+    """The most threads a pipeline may run on."""
     def __new__(cls, steps: Sequence[Any], format: str = "chat", workers: int | None = None) -> BatchPipeline: ...
     @property
     def workers(self) -> int: ...
@@ -242,6 +244,8 @@ class JsonlRun:
 
     def step(self) -> bool: ...
     def progress(self) -> tuple[int, int, int]: ...
+    def input_change(self) -> str | None:
+        """Why the input cannot be taken as read whole and unchanged, or None."""
     def totals(self) -> _Totals: ...
     def finish(self) -> _Totals: ...
     def close(self) -> None: ...
