@@ -419,3 +419,31 @@ def test_agent_tools_count_against_max_context_tokens():
 def test_bad_agent_tools_are_refused_by_name(tools: object, message: str):
     with pytest.raises(memci.InvalidOperationError, match=message):
         memci.ContextSystem(agent_tools=tools)  # type: ignore[arg-type]
+
+
+# ---- feed: a framework's new messages ---------------------------------------------------------------------
+
+
+def test_feed_ends_the_round_before_a_new_request_then_adds_as_extend_does():
+    fed, by_hand = make(active_pages=1), make(active_pages=1)
+    for turn in range(1, 5):
+        batch = interaction(turn)
+        result = fed.feed(batch)
+        by_hand.end_round()
+        by_hand.extend(batch)
+        assert result is not None
+        assert result.round == turn
+        assert fed.to_state() == by_hand.to_state()
+    assert fed.feed([assistant("more")]) is None  # no new request: the round goes on
+    tool_results = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]}
+    assert fed.feed([tool_results]) is None  # tool results join the open page
+    assert (fed.round, fed.pages[-1].index) == (4, 4)
+
+
+def test_feed_refusing_a_message_changes_nothing_the_round_included():
+    ctx = make(active_pages=1)
+    ctx.feed(interaction(1))
+    before = ctx.to_state()
+    with pytest.raises(memci.InvalidMessageError, match=r"messages\[1\]"):
+        ctx.feed([user("next"), {"role": "nobody", "content": "?"}])
+    assert ctx.to_state() == before

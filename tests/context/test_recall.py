@@ -12,6 +12,8 @@ from typing import Any
 import memci
 import pytest
 from context_helpers import FixedSummarizer, interaction, make, run_rounds, user
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from memci.context import recall
 from memci.context.page import ArchivedPage
 
@@ -353,6 +355,45 @@ def test_a_page_the_storage_holds_in_another_shape_is_named():
     ctx.storage.pages[1] = json.dumps({"index": 1, "messages": "nope"})  # type: ignore[attr-defined]
     with pytest.raises(memci.PageError, match="page 1 in the storage is not an archived page"):
         ctx.recall(1)
+
+
+# ---- run_tool: a tool called by name, as the frameworks call it ----------------------------------------
+
+
+def test_run_tool_answers_as_handle_tool_call_does_and_counts_the_recall():
+    ctx, twin = archived(), archived()
+    text = ctx.run_tool("recall_page", {"page_index": 1})
+    assert text == twin.handle_tool_call(openai_call("recall_page", '{"page_index": 1}'))["content"]
+    assert json.loads(text)["messages"] == interaction(1)
+    assert ctx.run_tool("recall_page", '{"page_index": 2}') == twin.run_tool("recall_page", {"page_index": 2})
+    assert [e.recall_count for e in ctx.contents if e.index in (1, 2)] == [1, 1]
+    assert [entry["index"] for entry in json.loads(ctx.run_tool("list_pages", None))] == [3, 2, 1]
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "words"),
+    [
+        ("delete_everything", {}, "delete_everything"),
+        ("recall_page", "{not json", "JSON"),
+        ("recall_page", {"page_index": 99}, "page 99 does not exist"),
+        ("recall_page", {"page_index": object()}, "recall_page"),
+        ("list_pages", {"limit": "ten"}, "limit"),
+    ],
+)
+def test_run_tool_answers_what_the_model_wrote_wrong_in_text(name: str, arguments: Any, words: str):
+    ctx = archived()
+    before = ctx.to_state()
+    assert words in ctx.run_tool(name, arguments)
+    assert ctx.to_state() == before  # a refusal changes nothing
+
+
+_ARGUMENTS = st.one_of(st.none(), st.text(max_size=40), st.dictionaries(st.text(max_size=8), st.integers()))
+
+
+@given(st.sampled_from(["recall_page", "list_pages", "", "other"]) | st.text(max_size=20), _ARGUMENTS)
+@settings(max_examples=60, deadline=None)
+def test_run_tool_never_raises_whatever_the_model_wrote(name: str, arguments: Any):
+    assert isinstance(archived().run_tool(name, arguments), str)
 
 
 def _record(**change: Any) -> dict[str, Any]:

@@ -196,6 +196,11 @@ class AsyncContextSystem:
         """Add each message in order, all or none (:meth:`ContextSystem.extend`)."""
         return await self._run(lambda: self._system.extend(messages))
 
+    async def feed(self, messages: Sequence[Message | SdkObject]) -> RoundResult | None:
+        """Take a framework's new messages: the round ends first when they hold a new user request,
+        then they are added, all or none (:meth:`ContextSystem.feed`)."""
+        return await self._run(lambda: self._system.feed(messages))
+
     async def pop(self) -> Message:
         """Remove and return the last message of the window (:meth:`ContextSystem.pop`)."""
         return await self._run(self._system.pop)
@@ -257,6 +262,11 @@ class AsyncContextSystem:
     async def search(self, query: str, k: int = 5) -> list[SearchHit]:
         """The ``k`` archived pages that best match ``query`` (BM25, in a worker thread)."""
         return await self._run(lambda: self._system.search(query, k))
+
+    async def run_tool(self, name: str, arguments: Mapping[str, Any] | str | None = None) -> str:
+        """Run the recall tool ``name`` with ``arguments`` (a dict or its JSON text); the text the
+        model reads, never an exception (:meth:`ContextSystem.run_tool`)."""
+        return await self._run(lambda: self._system.run_tool(name, arguments))
 
     async def handle_tool_call(self, call: object) -> Message:
         """Answer the model's call of a recall tool with the result to :meth:`add`

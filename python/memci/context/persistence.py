@@ -11,7 +11,6 @@ state claims. Copies and pickles travel as the same JSON state, with the pages n
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import json
@@ -19,19 +18,19 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Self
 
 from memci.context.agent_tools import checked_tools
-from memci.context.contents import ArchiveChapter, ArchivePolicy
+from memci.context.contents import ArchivePolicy
 from memci.context.page import ArchivedPage, Message
-from memci.context.search import PageSearch, message_texts, page_text
+from memci.context.parts import SystemParts
+from memci.context.search import message_texts, page_text
 from memci.context.settings import checked_storage, system_message
 from memci.context.state import SavedState
 from memci.context.summary import Summarizer
 from memci.errors import InvalidMessageError, InvalidOperationError, StateError
 from memci.storage import Storage
-from memci.storage.log import PageLog
 from memci.tokens import DEFAULT_ENCODING, Counter
 
 if TYPE_CHECKING:
-    from memci import _core
+    pass
 
 __all__ = ["AnySummarizerArg", "Persistent"]
 
@@ -39,23 +38,16 @@ __all__ = ["AnySummarizerArg", "Persistent"]
 AnySummarizerArg = Summarizer | Callable[[str], str] | None
 
 
-class Persistent:
+class Persistent(SystemParts):
     """Saving, loading, copying and pickling a context system. The system's constructor and its
     parts are the subclass's (:class:`~memci.ContextSystem`); this half reads and writes them."""
 
-    _log: PageLog
-    _lock: contextlib.AbstractContextManager[None]
-    _round: int
-    _window: _core.PageWindow
-    _archive: ArchiveChapter
-    _search: PageSearch
     _has_prompt: bool
     _tools: str
     _active_pages: int
     _encoding: str
     _max_context_tokens: int | None
     _agent_tools: tuple[dict[str, Any], ...]
-    _forgotten_through: int
     _summarizer_arg: AnySummarizerArg
     _counter: Counter | None
 

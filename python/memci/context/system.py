@@ -30,14 +30,13 @@ from memci.context.contents import (
     ArchivePolicy,
     ContentsEntry,
     DroppedEntry,
-    PageListing,
     RoundResult,
 )
 from memci.context.counting import SystemTokens
 from memci.context.page import ArchivedPage, Message, Page
 from memci.context.persistence import Persistent
-from memci.context.recall import InWindow, ListPages, ToolCall, ToolResult
-from memci.context.search import PageSearch, SearchHit, page_text
+from memci.context.recalling import Recalling
+from memci.context.search import PageSearch, page_text
 from memci.context.settings import checked_storage, positive, system_message
 from memci.context.state import STATE_KIND
 from memci.context.summary import PageSummary, Summarizer, as_summarizer, checked
@@ -45,9 +44,7 @@ from memci.errors import (
     ContextOverflowError,
     InvalidMessageError,
     InvalidOperationError,
-    PageError,
     repr_of,
-    shown,
 )
 from memci.formats import SdkObject, dumped
 from memci.sanitize import sanitize_messages
@@ -103,7 +100,7 @@ def _read_back(messages: list[Message]) -> tuple[list[Message], list[str]]:
     return scratch.page_texts(index)
 
 
-class ContextSystem(Persistent):
+class ContextSystem(Persistent, Recalling):
     """An agent's context window, paged by user interaction, with an archive the model recalls from.
 
     ``add`` messages as they happen (a user message opens a page; assistant and tool messages join
@@ -258,6 +255,30 @@ class ContextSystem(Persistent):
         """:meth:`add` each message in order, under one lock; the page index of each. Every message
         is checked first, by the rules :meth:`add` applies: if one is refused
         (:class:`~memci.InvalidMessageError` naming ``messages[i]``), none is added. O(messages)."""
+        checked = self._checked(messages)
+        with self._lock:
+            return self._extend(checked)
+
+    def feed(self, messages: Sequence[Message | SdkObject]) -> RoundResult | None:
+        """Take the messages a framework added since it last fed the system (a turn's user message,
+        the model's answers, tool results), in the one order every adapter uses: when they hold a
+        new user request (a user message that opens a page, not one carrying tool results), the
+        round ends first (:meth:`end_round`: the archive policies run between turns, before the
+        request's page opens), then the messages are added in order (:meth:`extend`), under one
+        lock. Every message is checked first: a refused one changes nothing, the round included (a
+        summarizer that raises while archiving leaves the round ended and no message added). The
+        ended round's result, or None. O(messages)."""
+        checked = self._checked(messages)
+        with self._lock:
+            ended = None
+            if any(self._opens(message, True) for message in checked):
+                ended = self._end_round()
+            self._extend(checked)
+            return ended
+
+    @staticmethod
+    def _checked(messages: Sequence[Message | SdkObject]) -> list[Message]:
+        """``messages`` as dicts, each checked by the core's acceptance rules (nothing is kept)."""
         if isinstance(messages, dict | str) or not isinstance(messages, Sequence):
             raise InvalidMessageError(
                 f"messages: expected a list of message dicts, got {type(messages).__name__}", path="messages"
@@ -270,17 +291,19 @@ class ContextSystem(Persistent):
                 )
         checked = cast("list[Message]", batch)
         _core.MessageStore().append(checked)  # the core's acceptance rules over all of them; nothing is kept
-        with self._lock:
-            return self._extend(checked)
+        return checked
 
     def end_round(self) -> RoundResult:
         """One round of conversation has ended: the round count rises by one, then the m rule, the
         p rule and LRU under the contents cap run, in that order. What each dropped is returned."""
         with self._lock:
-            self._round += 1
-            dropped = self._archive.end_round(self._round)
-            self._log_drops(dropped)
-            return RoundResult(self._round, tuple(dropped), self._archive.tokens())
+            return self._end_round()
+
+    def _end_round(self) -> RoundResult:
+        self._round += 1
+        dropped = self._archive.end_round(self._round)
+        self._log_drops(dropped)
+        return RoundResult(self._round, tuple(dropped), self._archive.tokens())
 
     def _log_drops(self, dropped: Iterable[DroppedEntry]) -> None:
         for gone in dropped:
@@ -487,76 +510,6 @@ class ContextSystem(Persistent):
         with self._lock:
             return self._archive.tokens()
 
-    # ---- recall --------------------------------------------------------------------------------------
-
-    def is_active(self, page_index: int) -> bool:
-        """True while page ``page_index`` is in the window (not archived)."""
-        return page_index in self._window.page_indices()
-
-    def _check_index(self, page_index: object) -> int:
-        if isinstance(page_index, bool) or not isinstance(page_index, int):
-            raise PageError(f"recall: page_index must be an int, got {shown(page_index)}")
-        last = self._window.next_index - 1
-        if not 1 <= page_index <= last:
-            pages = "no page exists yet" if last == 0 else f"pages are 1 to {last}"
-            raise PageError(f"recall: page {shown(page_index)} does not exist ({pages})")
-        if page_index <= self._forgotten_through:
-            raise PageError(f"recall: page {page_index} was forgotten (clear(forget=True))")
-        return page_index
-
-    def _stored(self, index: int) -> ArchivedPage:
-        """Archived page ``index`` (a copy if it awaits the next save; from the storage otherwise),
-        checked to be an :class:`ArchivedPage`."""
-        page = self._log.page(index)
-        if page is None:
-            raise PageError(f"recall: page {index} was archived but the storage does not hold it")
-        return ArchivedPage.from_dict(page, index)
-
-    def recall(self, page_index: int) -> Page:
-        """Page ``page_index`` in full. For an archived page, its recall count rises by one and
-        its last-recall round becomes the current round (a dropped entry comes back to the contents
-        page); an active page is returned as it is. :class:`~memci.PageError` if no such page.
-        O(page) plus one storage read."""
-        with self._lock:
-            return self._recall(page_index)
-
-    def _recall(self, page_index: object) -> Page:
-        index = self._check_index(page_index)
-        if self.is_active(index):
-            return Page.of(index, self._window.page(index))
-        return self._count_recall(index, self._stored(index))
-
-    def _count_recall(self, index: int, stored: ArchivedPage) -> Page:
-        """Count a recall of archived page ``index`` (read as ``stored``); the page."""
-
-        def restore() -> tuple[str, tuple[str, ...], int]:
-            return stored.summary, stored.entry_summaries, stored.archived_round
-
-        entry = self._archive.recall(index, self._round, restore)
-        log.debug(
-            "recall page %d in round %d (recalled %d times)",
-            index,
-            self._round,
-            entry.recall_count,
-            extra={"page_index": index, "round": self._round, "reason": "recall"},
-        )
-        return Page.of(index, stored.messages)
-
-    def list_pages(self, limit: int = 10) -> list[PageListing]:
-        """The ``limit`` most recently archived pages on the contents page, newest first, with
-        their recall counts and the rounds since each was last recalled (or archived)."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise InvalidOperationError(f"list_pages: limit must be an int >= 0, got {repr_of(limit)}")
-        with self._lock:
-            return self._archive.listing(self._round, limit)
-
-    def search(self, query: str, k: int = 5) -> list[SearchHit]:
-        """The ``k`` archived pages (dropped contents entries included) that best match ``query``,
-        best first, by BM25 over each page's summary and messages (:class:`memci.PageSearch`):
-        ``SearchHit(page_index, score, snippet)``. Searching counts no recall."""
-        with self._lock:
-            return self._search.search(query, k)
-
     @overload
     def tool_definitions(self, format: Literal["openai"] = "openai") -> list[ChatTool]: ...
     @overload
@@ -597,50 +550,6 @@ class ContextSystem(Persistent):
     def agent_tools(self) -> list[dict[str, Any]]:
         """The agent's own tool definitions, as given (copies)."""
         return copy.deepcopy(list(self._agent_tools))
-
-    def handle_tool_call(self, call: object) -> Message:
-        """Answer the model's call of a recall tool (an OpenAI ``tool_call``, an Anthropic
-        ``tool_use`` block, or ATTP TOML text) with the result to :meth:`add`: a ``tool`` message,
-        a ``tool_result`` block (put it in a user message), or a user message with the ATTP result.
-        A recalled page's entries come back in the result, so the page re-enters the window where
-        the model asked for it. Calls of anything else are refused in the result.
-
-        The call is parsed and checked whole (:func:`memci.context.recall.parse_call`), its tool
-        calls run in order under the lock, and the answer is written from their results."""
-        request = recall.parse_call(call)
-        with self._lock:
-            results, failure = self._run_tools(request.calls)
-        return recall.answer(request, results, failure)
-
-    def _run_tools(self, calls: Sequence[ToolCall]) -> tuple[list[ToolResult], str | None]:
-        """Run the recall tools' calls, all or none: every page is checked and read first, and only
-        when all of them can be does any recall count, in order. The results, or none and the
-        error of the first call that cannot run (a page that does not exist, or is not stored)."""
-        reads: list[ListPages | InWindow | tuple[int, ArchivedPage]] = []
-        try:
-            for call in calls:
-                if isinstance(call, ListPages):
-                    reads.append(call)
-                elif self.is_active(call.page_index):
-                    reads.append(InWindow(call.page_index))
-                else:
-                    index = self._check_index(call.page_index)
-                    reads.append((index, self._stored(index)))
-        except PageError as e:
-            return [], str(e)
-        results: list[ToolResult] = []
-        for read in reads:
-            if isinstance(read, ListPages):
-                results.append(self._archive.listing(self._round, read.limit))
-            elif isinstance(read, InWindow):
-                results.append(read)
-            else:
-                results.append(self._count_recall(*read))
-        return results, None
-
-    def is_recall_call(self, call: object) -> bool:
-        """True when ``call`` is for the recall tools (send it to :meth:`handle_tool_call`)."""
-        return recall.is_recall_call(call)
 
     # ---- state ---------------------------------------------------------------------------------------
 

@@ -14,7 +14,6 @@ Decisions and guarantees: ``docs/integrations/langchain.md``.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -22,7 +21,7 @@ from typing import Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AnyMessage, BaseMessage
 from langchain_core.tools import BaseTool, StructuredTool
 
 from memci import tokens
@@ -80,7 +79,8 @@ class MemciContextMiddleware(AgentMiddleware):
     ``recall_page`` and ``list_pages`` as the agent's tools.
 
     At each model call the messages the agent added since the last call join the context system
-    (a human message first ends the round, so the archive policies run between turns), the system
+    (:meth:`~memci.ContextSystem.feed`: a new user request first ends the round, so the archive
+    policies run between turns), the system
     is saved when it has a store, and the model is sent ``build_messages()`` (the agent's system
     prompt stays the request's). One conversation per middleware: the agent's state holds it all,
     the context system what the model reads."""
@@ -98,9 +98,7 @@ class MemciContextMiddleware(AgentMiddleware):
         with self._lock:
             new = [m for m in request.messages if m.id is None or m.id not in self._seen]
             if new:
-                if any(isinstance(m, HumanMessage) for m in new):
-                    self.context.end_round()
-                self.context.extend(from_langchain(new))
+                self.context.feed(from_langchain(new))
                 self._seen.update(m.id for m in new if m.id is not None)
                 self.context.save()
             window = to_langchain(self.context.build_messages())
@@ -120,9 +118,8 @@ class MemciContextMiddleware(AgentMiddleware):
         name = str(function["name"])
 
         def run(**arguments: Any) -> str:
-            call = {"id": "call", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
             with self._lock:
-                return str(self.context.handle_tool_call(call)["content"])
+                return self.context.run_tool(name, arguments)
 
         return StructuredTool.from_function(
             func=run,

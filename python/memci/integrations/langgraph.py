@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.tools import StructuredTool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.prebuilt.chat_agent_executor import AgentState
@@ -151,9 +151,10 @@ class ContextState(AgentState):
 class ContextHook:
     """A ``pre_model_hook`` keeping the conversation in a :class:`~memci.ContextSystem` carried in
     graph state (see the module). Each call takes every message in ``state["messages"]`` into the
-    context system (a human message ends the round before it, so the archive policies run between
-    turns), removes them from the state, saves the system's JSON state under ``"memci"`` (archived
-    pages to the graph's store, under ``namespace + (thread_id,)``) and sends the model
+    context system (:meth:`~memci.ContextSystem.feed`: a new user request ends the round before it,
+    so the archive policies run between turns), removes them from the state, saves the system's
+    JSON state under ``"memci"`` (archived pages to the graph's store, under
+    ``namespace + (thread_id,)``) and sends the model
     ``build_messages()``. Give the agent :meth:`tools` so the model can recall pages. The graph's
     state schema must have a ``"memci"`` key: :class:`ContextState`, or your own."""
 
@@ -204,9 +205,7 @@ class ContextHook:
         ctx = self.context(state, store, thread_id)
         new: list[BaseMessage] = list(state.get("messages") or ())
         if new:
-            if any(isinstance(m, HumanMessage) for m in new):
-                ctx.end_round()
-            ctx.extend(from_langchain(new))
+            ctx.feed(from_langchain(new))
         ctx.save()
         saved = ctx.to_state()
         self._systems[thread_id] = (saved.get("revision"), store, ctx)
@@ -234,8 +233,7 @@ class ContextHook:
             storage = self.storage(get_store(), thread_id)
             saved = storage.load_state()
             ctx = ContextSystem(None, storage=storage) if saved is None else ContextSystem.from_state(saved, storage)
-            call = {"id": "call", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
-            return str(ctx.handle_tool_call(call)["content"])
+            return ctx.run_tool(name, arguments)
 
         return StructuredTool.from_function(
             func=run,

@@ -22,7 +22,6 @@ Needs ``pip install 'memci[openai-agents]'``. Semantics and decisions:
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
@@ -309,14 +308,11 @@ class MemciSession:
         batch: list[Any] = [dumped(item) for item in items]  # an SDK object as the dict it sends
         if not batch:
             return
-        opens_turn = any(isinstance(item, dict) and item.get("role") == "user" for item in batch)
 
         async def work() -> None:
             if self._paged is not None:
                 ctx = await self._paged.refresh()
-                await ctx.extend(batch)  # all or nothing
-                if opens_turn:
-                    await ctx.end_round()
+                await ctx.feed(batch)  # all or nothing; a user request ends the round first
                 await self._paged.saved(ctx)
                 return
             history = self._history
@@ -375,13 +371,9 @@ class MemciSession:
 
         def invoker(name: str) -> Callable[[ToolContext[Any], str], Awaitable[str]]:
             async def invoke(context: ToolContext[Any], arguments: str) -> str:
-                call = {"type": "function_call", "call_id": context.tool_call_id, "name": name, "arguments": arguments}
-
                 async def work() -> str:
                     ctx = await paged.refresh()
-                    answer = await ctx.handle_tool_call(call)
-                    output = answer["output"]
-                    return output if isinstance(output, str) else json.dumps(output)
+                    return await ctx.run_tool(name, arguments)
 
                 return await self._serialised(work)
 
