@@ -70,6 +70,8 @@ def test_what_a_state_claims_is_checked_against_what_is_held_without_enumerating
     assert held == [2, 3, 4, 6]
     assert log.missing(held) == [5, 7, 8, 9, 10]
     assert log.missing(held, 2) == [5, 7]
+    assert log.missing(held, 1, first=6) == [7]
+    assert log.missing(held, 3, first=2) == [5, 7, 8]
     assert log.holds_run(held, 2, 4)
     assert not log.holds_run(held, 2, 6)
     assert not log.holds_run(held, 4, 3)

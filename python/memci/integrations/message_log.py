@@ -71,7 +71,9 @@ class MessageLog:
     # ---- reading -----------------------------------------------------------------------------------
 
     def _load(self) -> None:
-        """Read the state and the live messages from the store (all or nothing)."""
+        """Read the state and the live messages from the store. Until it has succeeded, the log
+        counts as unread: a load that fails is tried again by the next call."""
+        self._read = False
         log = self._log
         state = log.load(self._owner, self._hint)
         held = log.held()
@@ -113,11 +115,8 @@ class MessageLog:
                     f"{after} < first <= last <= {live.stop - 1} and kept >= 1"
                 )
             if not self._log.holds_run(held, run[0], run[1]):
-                missing = self._log.missing([index for index in held if run[0] <= index <= run[1]], 1)
-                raise StateError(
-                    f"{self._owner}: the state names page {missing[0] if missing else run[0]}, "
-                    "which the store does not hold"
-                )
+                gap = self._log.missing(held, 1, first=run[0])[0]
+                raise StateError(f"{self._owner}: the state names page {gap}, which the store does not hold")
             runs.append(list(run))
             after = run[1]
         return runs

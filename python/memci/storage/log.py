@@ -171,11 +171,12 @@ class PageLog:
         stored = (index for index in self.storage.page_indices() if index in live)
         return sorted({*stored, *(index for index in self._staged if index in live)})
 
-    def missing(self, held: list[int], limit: int = 5) -> list[int]:
-        """Up to ``limit`` live indices, ascending, that ``held`` (:meth:`held`) lacks. O(held)."""
+    def missing(self, held: list[int], limit: int = 5, first: int | None = None) -> list[int]:
+        """Up to ``limit`` live indices (from ``first``, the first live one by default), ascending,
+        that ``held`` (:meth:`held`) lacks. O(held)."""
         gaps: list[int] = []
-        expected = self.head.forgotten_through + 1
-        for index in [*held, self.head.pages_through + 1]:
+        expected = self.head.forgotten_through + 1 if first is None else first
+        for index in [*(i for i in held if i >= expected), self.head.pages_through + 1]:
             gaps.extend(range(expected, min(index, expected + limit - len(gaps))))
             if len(gaps) >= limit:
                 break
