@@ -330,7 +330,7 @@ class AsyncContextSystem:
         """Refused: a system bound to an event loop, a lock and a store's connection cannot be
         copied or pickled. Its state can: ``await to_state()``, then ``from_state``."""
         raise InvalidOperationError(
-            "AsyncContextSystem cannot be copied or pickled: await ctx.to_state() (after save()) and "
+            "AsyncContextSystem cannot be copied or pickled: await ctx.to_state() and "
             "rebuild it with await AsyncContextSystem.from_state(state, storage)"
         )
 
