@@ -47,9 +47,10 @@ class Recalling(SystemParts):
         else:
             try:
                 text = json.dumps({} if arguments is None else dict(arguments), ensure_ascii=False)
-            except (TypeError, ValueError):
+            except Exception:  # whatever the arguments hold, the model gets an answer, not a traceback
                 text = repr_of(arguments)  # not JSON: the parser refuses it in the answer
-        call = {"id": "call", "type": "function", "function": {"name": str(name), "arguments": text}}
+        tool = name if isinstance(name, str) else repr_of(name)  # str() of a huge int raises
+        call = {"id": "call", "type": "function", "function": {"name": tool, "arguments": text}}
         content = self.handle_tool_call(call)["content"]
         return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
 
