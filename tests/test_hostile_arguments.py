@@ -152,6 +152,11 @@ GOOD: dict[str, st.SearchStrategy[Any]] = {
         ]
     ),
     "format": st.sampled_from(["openai", "anthropic", "responses", "attp"]),
+    "tool_name": st.sampled_from(["recall_page", "list_pages"]),
+    "tool_arguments": st.none()
+    | st.just('{"page_index": 1}')
+    | st.builds(lambda i: {"page_index": i}, st.integers(1, 4))
+    | st.just({"limit": 3}),
     "agent_tools": st.none()
     | st.just([{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}])
     | st.just([{"name": "weather", "input_schema": {"type": "object"}}]),
@@ -257,12 +262,14 @@ CONTEXT_METHODS: dict[str, dict[str, str]] = {
     "count_tokens": {"messages": "messages"},
     "end_round": {},
     "extend": {"messages": "messages"},
+    "feed": {"messages": "messages"},
     "handle_tool_call": {"call": "tool_call"},
     "is_active": {"page_index": "page_index"},
     "is_recall_call": {"call": "tool_call"},
     "list_pages": {"limit": "count"},
     "pop": {},
     "recall": {"page_index": "page_index"},
+    "run_tool": {"name": "tool_name", "arguments": "tool_arguments"},
     "save": {},
     "search": {"query": "text", "k": "count"},
     "state": {},
@@ -318,7 +325,7 @@ FUNCTIONS.update(
 MODULES: dict[str, ModuleType] = {"tokens": tokens, "sanitize": sanitize, "formats": formats, "ops": ops}
 
 #: Entries that must not raise at all (handle_tool_call may refuse what is not a tool call).
-NEVER_RAISE = {"is_recall_call"}
+NEVER_RAISE = {"is_recall_call", "run_tool"}
 
 #: Known faults, each pinned by a strict regression test in test_argument_faults.py; here they are
 #: only found at random, so the property may pass (not strict).

@@ -105,6 +105,18 @@ def test_page_shows_one_page_whole(db: Path) -> None:
     assert "no stored page 99 (stored: 1..8)" in text
 
 
+def test_a_page_that_is_not_an_archived_page_is_shown_as_it_is(tmp_path: Path) -> None:
+    with DirectoryStorage(tmp_path / "store") as store:  # a store checks only a page's index
+        store.put_page(1, {"index": 1, "messages": [{"role": "user", "content": "hi"}], "entry_summaries": [3]})
+        store.put_page(2, {"index": 2, "summary": {"not": "text"}, "entry_summaries": "abc"})
+    status, text = shown(tmp_path / "store", page=1)
+    assert status == 0
+    assert "hi" in text
+    status, text = shown(tmp_path / "store", page=2)
+    assert status == 0
+    assert '{"not": "text"}' in text
+
+
 def test_a_store_without_state_says_so(tmp_path: Path) -> None:
     SqliteStorage(tmp_path / "empty.db").close()
     status, text = shown(tmp_path / "empty.db")

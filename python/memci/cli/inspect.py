@@ -154,10 +154,12 @@ def _pages_table(store: JsonStore, indices: list[int], limit: int) -> Table:
 
 
 def _page_table(index: int, page: Mapping[str, Any]) -> Table:
-    summaries = page.get("entry_summaries") or []
+    # A store keeps any JSON page naming its index: a page of another writer shows what it has.
+    summaries = page.get("entry_summaries")
+    summaries = summaries if isinstance(summaries, list) else []
     messages = _records(page.get("messages"))
     rows = [
-        {"#": i, "role": m.get("role", "?"), "text": text, "entry summary": "".join(summaries[i : i + 1])}
+        {"#": i, "role": m.get("role", "?"), "text": text, "entry summary": "".join(map(_cut, summaries[i : i + 1]))}
         for i, (m, text) in enumerate(zip(messages, _texts(messages), strict=True))
     ]
     title = f"Page {index}, archived in round {page.get('archived_round')}: {_cut(page.get('summary', ''))}"

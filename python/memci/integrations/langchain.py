@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -28,7 +27,7 @@ from typing import Annotated, Any, NotRequired, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, message_to_dict, messages_from_dict
+from langchain_core.messages import AnyMessage, BaseMessage, message_to_dict, messages_from_dict
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import ToolRuntime
 from langgraph.runtime import Runtime
@@ -114,8 +113,8 @@ class MemciContextMiddleware(RequestMiddleware):
     that system's window.
 
     At each model call the messages the agent added since the conversation's last call join its
-    context system (a human message first ends the round, so the archive policies run between
-    turns), the system is saved when it has a store, and the model is sent ``build_messages()``
+    context system (:meth:`~memci.ContextSystem.feed`: a new user request first ends the round, so
+    the archive policies run between turns), the system is saved when it has a store, and the model is sent ``build_messages()``
     (the agent's system prompt stays the request's). A recall tool call runs on the calling
     conversation's system and saves it. Conversations never share a system, a lock or a seen-set;
     each has its own lock, so threads run in parallel. Every system is kept for the middleware's
@@ -170,9 +169,7 @@ class MemciContextMiddleware(RequestMiddleware):
         with lock:
             new = [m for m in request.messages if m.id is None or m.id not in seen]
             if new:
-                if any(isinstance(m, HumanMessage) for m in new):
-                    ctx.end_round()
-                ctx.extend(from_langchain(new))
+                ctx.feed(from_langchain(new))
                 seen.update(m.id for m in new if m.id is not None)
                 ctx.save()
             window = to_langchain(ctx.build_messages())
@@ -185,9 +182,8 @@ class MemciContextMiddleware(RequestMiddleware):
             state = runtime.state
             messages = (state.get("messages") if isinstance(state, Mapping) else getattr(state, "messages", None)) or []
             lock, ctx, _ = self._conversation(conversation_key(runtime.config, messages))
-            call = {"id": "call", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
             with lock:
-                result = str(ctx.handle_tool_call(call)["content"])
+                result = ctx.run_tool(name, arguments)
                 ctx.save()  # the recall counts
             return result
 

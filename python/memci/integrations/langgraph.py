@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, ToolMessage
+from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.prebuilt import ToolRuntime
@@ -197,8 +197,8 @@ class ContextState(AgentState):
 class ContextHook:
     """A ``pre_model_hook`` keeping the conversation in a :class:`~memci.ContextSystem` carried in
     graph state (see the module). Each call takes every message in ``state["messages"]`` into the
-    context system (a human message ends the round before it, so the archive policies run between
-    turns), removes them from the state, saves the system's JSON state under ``"memci"`` (archived
+    context system (:meth:`~memci.ContextSystem.feed`: a new user request ends the round before it,
+    so the archive policies run between turns), removes them from the state, saves the system's JSON state under ``"memci"`` (archived
     pages to the graph's store, under ``namespace + (thread_label(thread_id),)``) and sends the
     model ``build_messages()``. Give the agent :meth:`tools` so the model can recall pages: a
     recall runs on the thread's own system and saves it (the recall counts persist). The graph's
@@ -298,9 +298,7 @@ class ContextHook:
             ctx = self.context(state, store, thread_id)
             new: list[BaseMessage] = list(state_value(state, "messages") or ())
             if new:
-                if any(isinstance(m, HumanMessage) for m in new):
-                    ctx.end_round()
-                ctx.extend(from_langchain(new))
+                ctx.feed(from_langchain(new))
             ctx.save()
             saved = self._remember(thread_id, store, ctx)
             window = to_langchain(ctx.build_messages())
@@ -321,10 +319,9 @@ class ContextHook:
             store = runtime.store
             if store is None:
                 raise InvalidOperationError("ContextHook's tools need the graph's store: build the agent with store=")
-            call = {"id": "call", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
             with self._thread_lock(thread_id):
                 ctx = self.context(runtime.state, store, thread_id)
-                content = str(ctx.handle_tool_call(call)["content"])
+                content = ctx.run_tool(name, arguments)
                 ctx.save()
                 reached_from = (state_value(runtime.state, STATE_KEY) or {}).get("revision")
                 saved = self._remember(thread_id, store, ctx, also=reached_from)

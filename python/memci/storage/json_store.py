@@ -1,8 +1,9 @@
 """What every store shares: the JSON rules for pages and states, and :class:`JsonStore`.
 
 A store keeps JSON text only (never pickle): a page or a state is checked on the way in (every value
-JSON, every key a string, the page's required fields present and typed) and again on the way out (a
-file or a row that does not parse, or does not hold a page, is reported as corrupt). Pages are
+JSON, every key a string, a page's ``index`` its own, a state's head keys typed) and again on the way
+out (a file or a row that does not parse, or is not a dict naming its index, is reported as corrupt).
+What a page holds besides its index is its writer's: the store never reads it. Pages are
 written once: writing the same index again with the same content is a no-op, with other content an
 error.
 
@@ -28,7 +29,6 @@ from memci.errors import ConflictError, StorageError, is_unicode, repr_of, shown
 
 __all__ = [
     "COMMIT_KEY",
-    "PAGE_FIELDS",
     "Commit",
     "JsonStore",
     "check_index",
@@ -43,14 +43,6 @@ __all__ = [
     "settled",
 ]
 
-#: The fields every page must have, with their types (lists may be given as tuples).
-PAGE_FIELDS: dict[str, type] = {
-    "index": int,
-    "messages": list,
-    "summary": str,
-    "entry_summaries": list,
-    "archived_round": int,
-}
 #: The key under which a stored state carries the id of the save that wrote it (see :class:`Commit`):
 #: added by the store on the way in, removed on the way out; a state given to a store must not hold it.
 COMMIT_KEY = "memci_commit"
@@ -122,25 +114,15 @@ def check_index(index: object) -> int:
 
 
 def _page_problem(page: Any, index: int) -> str | None:
-    """What is wrong with the shape of ``page`` (stored under ``index``), or None."""
+    """What is wrong with ``page`` (stored under ``index``), or None: a store knows only that a page
+    is a dict naming its own index; what else it holds is its writer's (the context wing's
+    ``ArchivedPage`` checks its fields when it reads one back)."""
     if type(page) is not dict:
         return f"a page must be a dict, got {type(page).__name__}"
-    for field, kind in PAGE_FIELDS.items():
-        if field not in page:
-            return f"missing field {field!r}"
-        value = page[field]
-        if not (type(value) is kind or (kind is list and type(value) is tuple)):
-            return f"{field} must be a {kind.__name__}, got {type(value).__name__}"
-    if page["index"] != index:
-        return f"the page says index {page['index']}, not {index}"
-    if page["archived_round"] < 0:
-        return f"archived_round must be >= 0, got {page['archived_round']}"
-    for i, message in enumerate(page["messages"]):
-        if type(message) is not dict:
-            return f"messages[{i}] must be a dict, got {type(message).__name__}"
-    for i, summary in enumerate(page["entry_summaries"]):
-        if type(summary) is not str:
-            return f"entry_summaries[{i}] must be a str, got {type(summary).__name__}"
+    if "index" not in page:
+        return "missing field 'index'"
+    if type(page["index"]) is not int or page["index"] != index:
+        return f"the page says index {shown(page['index'])}, not {index}"
     return None
 
 
