@@ -114,11 +114,11 @@ class MemciContextMiddleware(RequestMiddleware):
 
     At each model call the messages the agent added since the conversation's last call join its
     context system (:meth:`~memci.ContextSystem.feed`: a new user request first ends the round, so
-    the archive policies run between turns), the system is saved when it has a store, and the model is sent ``build_messages()``
-    (the agent's system prompt stays the request's). A recall tool call runs on the calling
-    conversation's system and saves it. Conversations never share a system, a lock or a seen-set;
-    each has its own lock, so threads run in parallel. Every system is kept for the middleware's
-    life (one per conversation served)."""
+    the archive policies run between turns), the system is saved when it has a store, and the model
+    is sent ``build_messages()`` (the agent's system prompt stays the request's). A recall tool call
+    runs on the calling conversation's system and saves it. Conversations never share a system, a
+    lock or a seen-set; each has its own lock, so threads run in parallel. Every system is kept for
+    the middleware's life (one per conversation served)."""
 
     def __init__(self, context: ContextSystem | Callable[[str], ContextSystem]) -> None:
         super().__init__()

@@ -196,15 +196,14 @@ class ContextState(AgentState):
 
 class ContextHook:
     """A ``pre_model_hook`` keeping the conversation in a :class:`~memci.ContextSystem` carried in
-    graph state (see the module). Each call takes every message in ``state["messages"]`` into the
-    context system (:meth:`~memci.ContextSystem.feed`: a new user request ends the round before it,
-    so the archive policies run between turns), removes them from the state, saves the system's JSON state under ``"memci"`` (archived
-    pages to the graph's store, under ``namespace + (thread_label(thread_id),)``) and sends the
-    model ``build_messages()``. Give the agent :meth:`tools` so the model can recall pages: a
-    recall runs on the thread's own system and saves it (the recall counts persist). The graph's
-    state schema must have a ``"memci"`` key: :class:`ContextState`, or your own (a ``TypedDict``
-    or a Pydantic model); without one the hook raises an error that says so. Threads never share a
-    system; each has its own lock."""
+    graph state (see the module). Each call takes every message in ``state["messages"]`` into the context system
+    (:meth:`~memci.ContextSystem.feed`: a new user request ends the round before it, so the archive policies run
+    between turns), removes them from the state, saves the system's JSON state under ``"memci"`` (archived pages to
+    the graph's store, under ``namespace + (thread_label(thread_id),)``) and sends the model ``build_messages()``.
+    Give the agent :meth:`tools` so the model can recall pages: a recall runs on the thread's own system and saves
+    it (the recall counts persist). The graph's state schema must have a ``"memci"`` key: :class:`ContextState`, or
+    your own (a ``TypedDict`` or a Pydantic model); without one the hook raises an error that says so. Threads never
+    share a system; each has its own lock."""
 
     def __init__(
         self,
