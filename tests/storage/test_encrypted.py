@@ -62,8 +62,9 @@ def test_the_write_once_rule_and_the_revision_are_the_stores() -> None:
     store.save_state(state(1, 1))
     with pytest.raises(ConflictError):
         store.save_state(state(1, 1))
-    with pytest.raises(StorageError, match="missing field 'summary'"):  # checked before sealing
-        store.put_page(2, {"index": 2, "messages": []})
+    with pytest.raises(StorageError, match="the page says index 3, not 2"):  # checked before sealing
+        store.put_page(2, {"index": 3, "messages": []})
+    assert store.get_page(2) is None
     assert store.get_page(1) == page(1)
 
 
