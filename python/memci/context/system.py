@@ -71,10 +71,11 @@ class _Tokens:
     ``counter`` (as everywhere in memci: a message dict in, its tokens out). The contents page is
     counted as the system message it is sent as."""
 
-    __slots__ = ("counter", "encoding", "overhead")
+    __slots__ = ("counter", "encoding", "overhead", "thinking")
 
-    def __init__(self, encoding: str, counter: Counter | None) -> None:
+    def __init__(self, encoding: str, counter: Counter | None, thinking: str = tokens.DEFAULT_THINKING) -> None:
         self.encoding, self.counter = tokens.resolve("ContextSystem", encoding, counter)
+        self.thinking = tokens.thinking_rule("ContextSystem", thinking)
         #: What a system message costs beyond its text: subtracted from one entry's lines when
         #: they are counted alone.
         self.overhead = self.text_message("")
@@ -90,7 +91,7 @@ class _Tokens:
         return max(0, self.text_message(text) - self.overhead)
 
     def messages(self, messages: Sequence[Mapping[str, Any]]) -> int:
-        return tokens.count_messages(messages, self.encoding, counter=self.counter)
+        return tokens.count_messages(messages, self.encoding, counter=self.counter, thinking=self.thinking)
 
 
 class _Lock:
@@ -192,6 +193,7 @@ class ContextSystem:
         encoding: str = tokens.DEFAULT_ENCODING,
         max_context_tokens: int | None = None,
         counter: Counter | None = None,
+        thinking: str = tokens.DEFAULT_THINKING,
     ) -> None:
         """``system_prompt``: a string or a system/developer message, or None (or ``""``) for none:
         then the recall tools' note is the only system message. ``tools``: the protocol the
@@ -203,7 +205,10 @@ class ContextSystem:
         (n): pages kept whole in the window. ``storage``: where archived pages go (default
         ``memci.MemoryStorage()``). ``summarizer``: a :class:`~memci.summary.Summarizer` or a
         ``str -> str`` callable (default: extractive). ``counter``: a message counter (a
-        message dict in, its tokens out) to use instead of ``memci.tokens`` with ``encoding``."""
+        message dict in, its tokens out) to use instead of ``memci.tokens`` with ``encoding``.
+        ``thinking``: whether the thinking of earlier assistant turns counts (``"drop_earlier"``,
+        the providers' default, or ``"count"``; see :mod:`memci.tokens`); like the counter, it is
+        configuration, not state: copies keep it, :meth:`load` takes it again."""
         if tools is None:
             tools = "openai"
         if tools not in recall.FORMATS:
@@ -221,7 +226,7 @@ class ContextSystem:
             None if max_context_tokens is None else _positive("max_context_tokens", max_context_tokens)
         )
         self._encoding = encoding
-        self._tokens = _Tokens(encoding, counter)
+        self._tokens = _Tokens(encoding, counter, thinking)
         #: What was passed (code, not state): copies and pickles carry these.
         self._summarizer_arg, self._counter = summarizer, counter
         self._summarizer = as_summarizer(summarizer)
@@ -834,6 +839,7 @@ class ContextSystem:
         *,
         summarizer: Summarizer | Callable[[str], str] | None = None,
         counter: Counter | None = None,
+        thinking: str = tokens.DEFAULT_THINKING,
     ) -> ContextSystem:
         """The context system last saved to ``storage``, exactly: rounds, counts, the active pages
         with the open one, the contents and dropped entries; search is rebuilt from the stored
@@ -843,7 +849,7 @@ class ContextSystem:
         state = _storage(storage).load_state()
         if state is None:
             raise StateError("load: the storage holds no saved state")
-        return cls._build(SavedState.from_dict(state), storage, summarizer, counter)
+        return cls._build(SavedState.from_dict(state), storage, summarizer, counter, thinking=thinking)
 
     @classmethod
     def open(
@@ -859,6 +865,7 @@ class ContextSystem:
         encoding: str | None = None,
         max_context_tokens: int | None = None,
         counter: Counter | None = None,
+        thinking: str = tokens.DEFAULT_THINKING,
     ) -> ContextSystem:
         """Load or create: the system saved to ``storage``, continuing its conversation, or a new
         one on it if it holds no state. Each setting given (not None) applies, replacing the saved
@@ -879,6 +886,7 @@ class ContextSystem:
                 encoding=tokens.DEFAULT_ENCODING if encoding is None else encoding,
                 max_context_tokens=max_context_tokens,
                 counter=counter,
+                thinking=thinking,
             )
         saved = SavedState.from_dict(state)
         overrides: dict[str, Any] = {
@@ -895,6 +903,7 @@ class ContextSystem:
             storage,
             summarizer,
             counter,
+            thinking=thinking,
         )
 
     @classmethod
@@ -905,13 +914,14 @@ class ContextSystem:
         *,
         summarizer: Summarizer | Callable[[str], str] | None = None,
         counter: Counter | None = None,
+        thinking: str = tokens.DEFAULT_THINKING,
     ) -> ContextSystem:
         """The system :meth:`to_state` described, on ``storage`` (the one holding its archived
         pages). :class:`~memci.StateError` names what is wrong with the state, or the archived
         pages it names that the storage does not hold (pages archived after the last save are
         not in any storage: save before taking the state). Search is rebuilt from the storage.
         O(state + archived pages)."""
-        ctx = cls._build(SavedState.from_dict(state), storage, summarizer, counter)
+        ctx = cls._build(SavedState.from_dict(state), storage, summarizer, counter, thinking=thinking)
         missing = ctx._missing
         if missing:
             shown_pages = ", ".join(map(str, missing[:5])) + (", ..." if len(missing) > 5 else "")
@@ -929,6 +939,8 @@ class ContextSystem:
         summarizer: Summarizer | Callable[[str], str] | None,
         counter: Counter | None,
         pending: Sequence[dict[str, Any]] = (),
+        *,
+        thinking: str = tokens.DEFAULT_THINKING,
     ) -> ContextSystem:
         """A system built with ``saved``'s settings, taking up its state; ``pending``: pages it
         archived that are not saved yet (a copy's)."""
@@ -944,6 +956,7 @@ class ContextSystem:
                 encoding=saved.encoding,
                 max_context_tokens=saved.max_context_tokens,
                 counter=counter,
+                thinking=thinking,
             )
         except (InvalidOperationError, InvalidMessageError, TypeError) as e:
             raise StateError(f"load: {e}") from None
@@ -1012,7 +1025,9 @@ class ContextSystem:
         :class:`~memci.ConflictError`. Pages this one archived since its last save are copied.
         O(state + archived pages)."""
         saved, pending = self._snapshot()
-        return type(self)._build(saved, self._storage, self._summarizer_arg, self._counter, pending)
+        return type(self)._build(
+            saved, self._storage, self._summarizer_arg, self._counter, pending, thinking=self._tokens.thinking
+        )
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ContextSystem:
         """As :func:`copy.copy`, with a deep copy of the storage: a ``MemoryStorage`` is copied
@@ -1021,7 +1036,9 @@ class ContextSystem:
         counter (code) are shared."""
         saved, pending = self._snapshot()
         storage = copy.deepcopy(self._storage, memo)
-        return type(self)._build(saved, storage, self._summarizer_arg, self._counter, pending)
+        return type(self)._build(
+            saved, storage, self._summarizer_arg, self._counter, pending, thinking=self._tokens.thinking
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as JSON text (the state and the pages archived since the last save), never as
@@ -1030,7 +1047,7 @@ class ContextSystem:
         summarizer and counter it was given (None for the defaults; yours must be picklable)."""
         saved, pending = self._snapshot()
         text = json.dumps({"state": saved.to_dict(), "pending": pending}, ensure_ascii=False)
-        return (_unpickle, (text, self._storage, self._summarizer_arg, self._counter))
+        return (_unpickle, (text, self._storage, self._summarizer_arg, self._counter, self._tokens.thinking))
 
 
 def _unpickle(
@@ -1038,7 +1055,9 @@ def _unpickle(
     storage: Storage,
     summarizer: Summarizer | Callable[[str], str] | None,
     counter: Counter | None,
+    thinking: str = tokens.DEFAULT_THINKING,
 ) -> ContextSystem:
     """A :class:`ContextSystem` from what :meth:`ContextSystem.__reduce__` pickled."""
     data = json.loads(text)
-    return ContextSystem._build(SavedState.from_dict(data["state"]), storage, summarizer, counter, data["pending"])
+    state = SavedState.from_dict(data["state"])
+    return ContextSystem._build(state, storage, summarizer, counter, data["pending"], thinking=thinking)
