@@ -381,10 +381,10 @@ OBJECTS: dict[str, tuple[Callable[[], Any], dict[str, dict[str, str]], Callable[
     "TokenUsage": (
         _usage,
         {
-            "__init__": {"limit": "count", "batch": "batch"},
+            "__init__": {"limit": "count", "batch": "batch", "count": "batch"},
             "per_batch": {},
             "per_model": {},
-            "record": {"usage": "usage", "model": "optional_text", "batch_index": "count"},
+            "record": {"usage": "usage", "model": "optional_text", "batch_index": "count", "counted": "count"},
             "records": {},
             "reset": {},
         },

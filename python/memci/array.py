@@ -342,13 +342,19 @@ class MessageArray:
     @property
     def usage(self) -> TokenUsage:
         """The token usage the model reported for this conversation: ``arr.usage.record(response)``
-        files it under the current batch; ``arr.usage.per_batch()`` and ``.total`` read it back.
-        Kept in memory only (not saved, not copied; a rollback keeps it). See :mod:`memci.usage`."""
+        files it under the current batch, beside the array's own ``token_count()`` then (record a
+        response before appending its reply); ``arr.usage.per_batch()`` and ``.total`` read it
+        back. Kept in memory only (not saved, not copied; a rollback keeps it). See
+        :mod:`memci.usage`."""
         try:
             return self._usage
         except AttributeError:
-            self._usage = TokenUsage(batch=lambda: self._store.batch_index)
+            self._usage = TokenUsage(batch=lambda: self._store.batch_index, count=self._store_tokens)
             return self._usage
+
+    def _store_tokens(self) -> int:
+        """The visible messages' tokens in the default encoding and thinking rule (cached)."""
+        return self._store.token_count(tokens.DEFAULT_ENCODING, tokens.DEFAULT_THINKING)
 
     # ---- saving and copying ----------------------------------------------------------------------
 
