@@ -136,6 +136,7 @@ GOOD: dict[str, st.SearchStrategy[Any]] = {
     "optional_text": st.none() | st.text(max_size=6),
     "encoding": st.sampled_from(["o200k_base", "cl100k_base", "gpt-4o", "approximate"]),
     "strategy": st.sampled_from(["first", "last"]),
+    "thinking": st.sampled_from(["drop_earlier", "count"]),
     "flag": st.booleans(),
     "time": st.none() | st.floats(allow_nan=False, allow_infinity=False),
     "message": st.sampled_from(MESSAGES),
@@ -210,6 +211,7 @@ TRIM_KINDS = {
     "end_on": "roles",
     "allow_partial": "flag",
     "encoding": "encoding",
+    "thinking": "thinking",
 }
 TRUNCATE_KINDS = {
     "keep_first": "count",
@@ -247,7 +249,7 @@ ARRAY_METHODS: dict[str, dict[str, str]] = {
     "snapshot": {"batch_index": "count"},
     "stats": {},
     "to_json": {},
-    "token_count": {"encoding": "encoding", "counter": "counter"},
+    "token_count": {"encoding": "encoding", "counter": "counter", "thinking": "thinking"},
     "trim_to_tokens": {**TRIM_KINDS, "counter": "counter"},
     "truncate": TRUNCATE_KINDS,
     "validate": {},
@@ -293,7 +295,13 @@ FUNCTIONS: dict[str, dict[str, str]] = {
     "tokens.count": {"text": "text", "encoding": "encoding"},
     "tokens.count_batch": {"texts": "roles", "encoding": "encoding"},
     "tokens.count_message": {"message": "message", "encoding": "encoding", "counter": "counter"},
-    "tokens.count_messages": {"messages": "messages", "encoding": "encoding", "counter": "counter"},
+    "tokens.as_sent": {"messages": "messages", "thinking": "thinking"},
+    "tokens.count_messages": {
+        "messages": "messages",
+        "encoding": "encoding",
+        "counter": "counter",
+        "thinking": "thinking",
+    },
     "tokens.encoding_for_model": {"model": "encoding"},
     "tokens.ranks_file": {"encoding": "encoding"},
     "tokens.reply_priming": {"encoding": "encoding"},
@@ -382,10 +390,10 @@ OBJECTS: dict[str, tuple[Callable[[], Any], dict[str, dict[str, str]], Callable[
     "TokenUsage": (
         _usage,
         {
-            "__init__": {"limit": "count", "batch": "batch"},
+            "__init__": {"limit": "count", "batch": "batch", "count": "batch"},
             "per_batch": {},
             "per_model": {},
-            "record": {"usage": "usage", "model": "optional_text", "batch_index": "count"},
+            "record": {"usage": "usage", "model": "optional_text", "batch_index": "count", "counted": "count"},
             "records": {},
             "reset": {},
         },
@@ -532,8 +540,9 @@ CONSTRUCTION = {
     "encoding": "encoding",
     "max_context_tokens": "count",
     "counter": "counter",
+    "thinking": "thinking",
 }
-LOADING = {"storage": "storage", "summarizer": "summarizer", "counter": "counter"}
+LOADING = {"storage": "storage", "summarizer": "summarizer", "counter": "counter", "thinking": "thinking"}
 #: The ways to make a ContextSystem, and the kinds of their arguments.
 CONSTRUCTORS: dict[str, dict[str, str]] = {
     "__init__": CONSTRUCTION,

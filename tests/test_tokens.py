@@ -4,9 +4,12 @@ LangChain's, and MessageArray.token_count under random operations."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
+import pickle
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,7 +18,7 @@ from factories import assistant, call, calling, contents, dialogue, system, tool
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from memci import InvalidMessageError, InvalidOperationError, MemciError, MessageArray, tokens
+from memci import ContextSystem, InvalidMessageError, InvalidOperationError, MemciError, MessageArray, tokens
 
 ENCODINGS = ("o200k_base", "cl100k_base")
 BLOB = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
@@ -384,3 +387,355 @@ def test_invalid_message_in_count_messages_names_its_path() -> None:
     with pytest.raises(InvalidMessageError) as info:
         tokens.count_messages([user(), user(content=["ok", {"type": "text", "text": {1, 2}}])])
     assert info.value.path == "messages[1].content[1].text"
+
+
+# ---- model names, as tiktoken's table maps them ------------------------------------------------
+
+#: Names OpenAI serves, and names in the shapes its models take: dotted versions, -codex, -pro,
+#: -mini, -nano, dated snapshots, the o-series, Azure's deployment names.
+CURRENT_MODELS = [
+    "gpt-5", "gpt-5.1", "gpt-5.2-codex", "gpt-5.4-pro", "gpt-5.5", "gpt-5-mini", "gpt-5-nano",
+    "gpt-5.1-codex-mini", "gpt-5-2025-08-07", "gpt-5-chat-latest", "gpt-4.1", "gpt-4.1-mini",
+    "gpt-4.1-nano-2025-04-14", "gpt-4o", "gpt-4o-mini-2024-07-18", "chatgpt-4o-latest",
+    "gpt-4.5-preview", "o1", "o1-pro", "o3", "o3-mini", "o3-deep-research", "o4-mini",
+    "o4-mini-2025-04-16", "gpt-4-turbo", "gpt-4-0613", "gpt-3.5-turbo-0125", "gpt-35-turbo-16k",
+    "text-embedding-3-small", "davinci-002", "gpt-oss-120b", "text-davinci-003", "gpt2",
+]  # fmt: skip
+#: Names tiktoken refuses: memci refuses them too.
+UNKNOWN_MODELS = ["gpt-4.5", "o5", "GPT-4O", "claude-sonnet-4-5", "gemini-2.5-pro", "gpt", "4o", "o4", ""]
+#: Fine-tuned models, ``ft:<base>:<org>:<name>:<id>``.
+FINE_TUNED = [
+    "ft:gpt-4o-mini-2024-07-18:acme::9aBc",
+    "ft:gpt-4o-2024-08-06:acme:support:9aBc",
+    "ft:gpt-3.5-turbo-0125:acme::9aBc",
+    "ft:gpt-4-0613:acme::9aBc",
+    "ft:davinci-002:acme::9aBc",
+    "ft:babbage-002:acme::9aBc",
+    "ft:gpt-4.1-2025-04-14:acme::9aBc",
+    "ft:gpt-4.1-mini-2025-04-14:acme::9aBc",
+    "ft:o4-mini-2025-04-16:acme::9aBc",
+]
+
+
+@pytest.fixture(scope="module")
+def tiktoken_model() -> Any:
+    return pytest.importorskip("tiktoken.model")
+
+
+def tiktoken_says(model_table: Any, name: str) -> str | None:
+    """The encoding tiktoken names for ``name``, or None when it refuses it."""
+    try:
+        return str(model_table.encoding_name_for_model(name))
+    except KeyError:
+        return None
+
+
+def memci_says(name: str) -> str | None:
+    """memci's encoding for ``name`` when it ships it; None when it refuses the name."""
+    try:
+        return tokens.encoding_for_model(name)
+    except InvalidOperationError:
+        return None
+
+
+def expected_of(model_table: Any, name: str) -> str | None:
+    """What memci must answer: tiktoken's encoding when memci ships it, else a refusal. A
+    fine-tuned model is read as its base model (tiktoken's ``ft:gpt-4`` prefix also catches
+    ``ft:gpt-4.1-...``, which uses o200k_base like gpt-4.1)."""
+    if name.startswith("ft:"):
+        return expected_of(model_table, name[3:].split(":", maxsplit=1)[0])
+    answer = tiktoken_says(model_table, name)
+    return answer if answer in ENCODINGS else None
+
+
+def test_every_name_in_tiktokens_tables_resolves_as_tiktoken_resolves_it(tiktoken_model: Any) -> None:
+    names = [*tiktoken_model.MODEL_TO_ENCODING, *tiktoken_model.MODEL_PREFIX_TO_ENCODING]
+    assert len(names) > 60
+    for name in names:
+        answer = tiktoken_says(tiktoken_model, name)
+        assert memci_says(name) == (answer if answer in ENCODINGS else None), name
+    # Whole names that tiktoken maps to an encoding memci does not ship are refused by that name.
+    with pytest.raises(InvalidOperationError, match="the model uses p50k_base, which memci does not ship"):
+        tokens.encoding_for_model("text-davinci-003")
+
+
+@pytest.mark.parametrize("name", CURRENT_MODELS + UNKNOWN_MODELS + FINE_TUNED)
+def test_current_model_names_resolve_as_tiktoken_resolves_them(tiktoken_model: Any, name: str) -> None:
+    expected = expected_of(tiktoken_model, name)
+    if expected is not None:
+        assert tokens.encoding_for_model(name) == expected
+        return
+    refusal = f"encoding_for_model: encoding: unknown encoding {json.dumps(name)}"
+    with pytest.raises(InvalidOperationError, match=re.escape(refusal)):
+        tokens.encoding_for_model(name)
+
+
+def test_the_names_of_the_issue_are_o200k_base() -> None:
+    for name in ("gpt-5.1", "gpt-5.2-codex", "gpt-5.4-pro", "gpt-5.5", "ft:gpt-4.1-mini-2025-04-14:acme::x"):
+        assert tokens.encoding_for_model(name) == "o200k_base"
+    assert tokens.count_messages([user("hi")], "gpt-5.5") == tokens.count_messages([user("hi")], "o200k_base")
+
+
+def test_fine_tuned_names_differ_from_tiktoken_only_where_it_misreads_the_base(tiktoken_model: Any) -> None:
+    differing = {n for n in FINE_TUNED if memci_says(n) != tiktoken_says(tiktoken_model, n)}
+    assert differing == {n for n in FINE_TUNED if n.startswith(("ft:gpt-4.1", "ft:o4-mini"))}
+
+
+#: Pieces model names are made of, for generated names.
+NAME_PIECES = st.sampled_from(
+    ["gpt", "-", "5", ".", "1", "4", "o", "3", "mini", "nano", "pro", "codex", "turbo", "35", "3.5", "2024-08-06",
+     "chatgpt", "ft:", ":", "davinci", "002", "text-embedding", "large", "oss", "preview", "latest", "x"]
+)  # fmt: skip
+
+
+@given(pieces=st.lists(NAME_PIECES, min_size=1, max_size=6))
+def test_generated_names_resolve_as_tiktoken_resolves_them(tiktoken_model: Any, pieces: list[str]) -> None:
+    name = "".join(pieces)
+    assert memci_says(name) == expected_of(tiktoken_model, name)
+
+
+# ---- the thinking of earlier turns -------------------------------------------------------------
+
+
+def thinking(text: str) -> dict[str, Any]:
+    return {"type": "thinking", "thinking": text, "signature": "c2ln"}
+
+
+def redacted(data: str) -> dict[str, Any]:
+    return {"type": "redacted_thinking", "data": data}
+
+
+def tool_use(i: int) -> dict[str, Any]:
+    return {"type": "tool_use", "id": f"toolu_{i}", "name": "search", "input": {"q": f"query {i}"}}
+
+
+def tool_result(i: int, text: str) -> dict[str, Any]:
+    return user([{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": text}])
+
+
+def opens_a_turn(message: dict[str, Any]) -> bool:
+    """The rule of docs/tokens.md, written out: a user message that is not only tool results."""
+    if message.get("role") != "user" or message.get("type", "message") != "message":
+        return False
+    content = message.get("content")
+    only_results = (
+        isinstance(content, list)
+        and content
+        and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    )
+    return not only_results
+
+
+def reference_sent(messages: list[dict[str, Any]], rule: str) -> list[dict[str, Any]]:
+    """The messages as the provider reads them: before the last message that opens a user turn,
+    no thinking block and no reasoning item (with ``"drop_earlier"``)."""
+    if rule == "count":
+        return messages
+    turn = max((i for i, m in enumerate(messages) if opens_a_turn(m)), default=0)
+    sent = []
+    for i, m in enumerate(messages):
+        if i < turn and m.get("type") == "reasoning":
+            continue
+        content = m.get("content")
+        if i < turn and isinstance(content, list):
+            sent.append({**m, "content": [b for b in content if not (isinstance(b, dict) and "thinking" in b["type"])]})
+        else:
+            sent.append(m)
+    return sent
+
+
+def reference_total(messages: list[dict[str, Any]], rule: str, encoding: str = "o200k_base") -> int:
+    """The request's tokens by the reference: its messages as sent, each by the documented rules
+    (a redacted thinking block: a quarter of its data's characters), plus 3."""
+
+    def full(m: dict[str, Any]) -> int:
+        blocks = m["content"] if isinstance(m.get("content"), list) else []
+        data = sum(-(-len(b["data"]) // 4) for b in blocks if isinstance(b, dict) and b["type"] == "redacted_thinking")
+        return reference_count(m, lambda s: tokens.count(s, encoding)) + data
+
+    sent = reference_sent(messages, rule)
+    return sum(full(m) for m in sent) + (3 if sent else 0)
+
+
+#: Two user turns of an agent with extended thinking: the first turn's thinking (a long plan, and
+#: a redacted block) is dropped once the second turn opens; the second turn's thinking, sent back
+#: with its tool results, counts.
+PLAN = "Let me think about how to find the forecast, step by step, checking every source. " * 8
+CLAUDE_HISTORY = [
+    user("What is the weather in Paris?"),
+    assistant([thinking(PLAN), redacted("RW5jcnlwdGVkIHRoaW5raW5n" * 10), tool_use(1)]),
+    tool_result(1, "sunny, 21 degrees"),
+    assistant([thinking("The tool answered."), {"type": "text", "text": "Sunny and 21."}]),
+    user("And tomorrow?"),
+    assistant([thinking("I should look it up again for tomorrow."), tool_use(2)]),
+    tool_result(2, "rain, 15 degrees"),
+]
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_earlier_turns_thinking_is_dropped_by_default_and_counted_when_asked(encoding: str) -> None:
+    dropped = tokens.count_messages(CLAUDE_HISTORY, encoding)
+    counted = tokens.count_messages(CLAUDE_HISTORY, encoding, thinking="count")
+    first_turn_thinking = (
+        tokens.count(PLAN, encoding)
+        + tokens.count("The tool answered.", encoding)
+        + len("RW5jcnlwdGVkIHRoaW5raW5n") * 10 // 4
+    )
+    assert counted - dropped == first_turn_thinking
+    assert dropped == reference_total(CLAUDE_HISTORY, "drop_earlier", encoding)
+    assert counted == reference_total(CLAUDE_HISTORY, "count", encoding)
+    # Within one turn (tool results are not a new turn) nothing is dropped.
+    first_turn = CLAUDE_HISTORY[:4]
+    assert tokens.count_messages(first_turn, encoding) == tokens.count_messages(first_turn, encoding, thinking="count")
+
+
+def test_openai_reasoning_items_of_earlier_turns_are_dropped() -> None:
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": PLAN}]}
+    items = [
+        {"role": "user", "content": "weather?"},
+        reasoning,
+        {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Sunny."}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "tomorrow?"}]},
+        {**reasoning, "id": "rs_2"},
+    ]
+    dropped, counted = tokens.count_messages(items), tokens.count_messages(items, thinking="count")
+    assert counted - dropped == tokens.count_message(reasoning)  # the earlier item, overhead and all
+    assert tokens.count_messages(items[:5]) == tokens.count_messages(items[:5], thinking="count")
+
+
+@pytest.mark.parametrize("rule", ["drop_earlier", "count"])
+def test_a_counter_is_given_the_messages_as_sent(rule: str) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def counter(m: dict[str, Any]) -> int:
+        seen.append(m)
+        return 1
+
+    assert tokens.count_messages(CLAUDE_HISTORY, counter=counter, thinking=rule) == len(CLAUDE_HISTORY)
+    assert seen == reference_sent(CLAUDE_HISTORY, rule)
+    assert CLAUDE_HISTORY[1]["content"][0]["type"] == "thinking"  # the caller's messages are not changed
+    assert tokens.as_sent(CLAUDE_HISTORY, rule) == reference_sent(CLAUDE_HISTORY, rule)
+
+
+@pytest.mark.parametrize(
+    "call_",
+    [
+        lambda: tokens.count_messages([user()], thinking="drop"),
+        lambda: MessageArray([user()]).token_count(thinking="all"),
+        lambda: MessageArray([user()]).trim_to_tokens(10, thinking=None),  # type: ignore[arg-type]
+        lambda: tokens.as_sent([user()], "keep"),
+    ],
+)
+def test_an_unknown_thinking_rule_is_refused_by_name(call_: Callable[[], Any]) -> None:
+    with pytest.raises(InvalidOperationError, match="thinking must be 'drop_earlier' or 'count'"):
+        call_()
+
+
+def test_array_counts_and_trims_by_the_rule_in_both_directions() -> None:
+    arr = MessageArray(CLAUDE_HISTORY)
+    dropped, counted = arr.token_count(), arr.token_count(thinking="count")
+    assert (dropped, counted) == (
+        tokens.count_messages(CLAUDE_HISTORY),
+        tokens.count_messages(CLAUDE_HISTORY, thinking="count"),
+    )
+    assert counted > dropped
+    # A budget between the two: the history fits as Anthropic counts it, so nothing is cut; it
+    # does not fit when every thinking block counts, so the old turn goes.
+    budget = (dropped + counted) // 2
+    kept = copy.copy(arr)
+    kept.trim_to_tokens(budget)
+    assert kept.messages() == CLAUDE_HISTORY
+    cut = copy.copy(arr)
+    cut.trim_to_tokens(budget, thinking="count")
+    assert cut.messages() == CLAUDE_HISTORY[4:]
+    assert cut.token_count(thinking="count") <= budget
+    # A Python counter is given each message as sent: the same plans.
+    exact = tokens.count_message
+    by_counter = copy.copy(arr)
+    by_counter.trim_to_tokens(budget - 3, counter=exact)
+    assert by_counter.messages() == CLAUDE_HISTORY
+    by_counter.trim_to_tokens(budget - 3, counter=exact, thinking="count")
+    assert by_counter.messages() == CLAUDE_HISTORY[4:]
+
+
+def test_the_cached_count_follows_the_turns() -> None:
+    arr = MessageArray(CLAUDE_HISTORY[:4])
+    within_turn = arr.token_count()
+    assert within_turn == arr.token_count(thinking="count")  # one turn: all of its thinking counts
+    before = arr.checkpoint()
+    arr.append(CLAUDE_HISTORY[4:])
+    assert arr.token_count() == tokens.count_messages(CLAUDE_HISTORY)  # the first turn's now dropped
+    arr.rollback(before)
+    assert arr.token_count() == within_turn
+    arr.truncate(keep_last=3)
+    assert arr.token_count() == tokens.count_messages(arr.messages())
+
+
+@st.composite
+def thinking_histories(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Anthropic-shaped agent histories: user turns of assistant steps with thinking, redacted
+    thinking, text and tool uses, each tool use answered by a user message of its result."""
+    words = st.text(alphabet="ab cd,\n.xy", max_size=40)
+    messages: list[dict[str, Any]] = []
+    uses = 0
+    for _ in range(draw(st.integers(0, 4))):
+        messages.append(user(draw(words) or "?"))
+        for _ in range(draw(st.integers(0, 3))):
+            blocks: list[dict[str, Any]] = []
+            if draw(st.booleans()):
+                blocks.append(thinking(draw(words)))
+            if draw(st.booleans()):
+                blocks.append(redacted(draw(st.text(alphabet="ABCxyz019+/", max_size=30))))
+            if draw(st.booleans()):
+                blocks.append({"type": "text", "text": draw(words) or "."})
+            calls = draw(st.booleans())
+            if calls:
+                uses += 1
+                blocks.append(tool_use(uses))
+            messages.append(assistant(blocks or [{"type": "text", "text": "."}]))
+            if calls:
+                messages.append(tool_result(uses, draw(words) or "-"))
+    return messages
+
+
+@given(messages=thinking_histories(), budget=st.integers(0, 400), rule=st.sampled_from(["drop_earlier", "count"]))
+def test_counts_and_trims_agree_with_the_reference_for_any_history(
+    messages: list[dict[str, Any]], budget: int, rule: str
+) -> None:
+    expected = reference_total(messages, rule)
+    assert tokens.count_messages(messages, thinking=rule) == expected
+    arr = MessageArray(messages)
+    assert arr.token_count(thinking=rule) == expected
+    arr.append(user("next"))
+    assert arr.token_count(thinking=rule) == reference_total([*messages, user("next")], rule)
+    arr.trim_to_tokens(budget, thinking=rule, start_on=None)
+    assert arr.token_count(thinking=rule) <= budget
+    assert arr.token_count(thinking=rule) == reference_total(arr.messages(), rule)
+
+
+@pytest.mark.parametrize("rule", ["drop_earlier", "count"])
+def test_the_context_systems_budget_counts_by_its_rule(rule: str) -> None:
+    ctx = ContextSystem("You are a weather bot.", thinking=rule)
+    for message in CLAUDE_HISTORY:
+        ctx.add(message)
+    window = ctx.build_messages(sanitize=False)
+    assert ctx.token_count() == tokens.count_messages(window, thinking=rule)
+    assert copy.copy(ctx).token_count() == ctx.token_count()  # a copy keeps the rule
+    assert pickle.loads(pickle.dumps(ctx)).token_count() == ctx.token_count()
+
+
+def test_the_context_system_archives_for_earlier_thinking_only_when_it_counts() -> None:
+    probe = ContextSystem("You are a weather bot.")
+    for message in CLAUDE_HISTORY:
+        probe.add(message)
+    dropped = probe.token_count() + probe.tool_tokens()
+    kept_pages = {}
+    for how in ("drop_earlier", "count"):
+        ctx = ContextSystem("You are a weather bot.", max_context_tokens=dropped + 20, thinking=how)
+        for message in CLAUDE_HISTORY:
+            ctx.add(message)
+        ctx.build_messages()
+        kept_pages[how] = [page.index for page in ctx.pages]
+    assert kept_pages == {"drop_earlier": [1, 2], "count": [2]}

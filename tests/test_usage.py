@@ -171,3 +171,24 @@ def test_records_from_many_threads_are_all_counted() -> None:
     run_together(work, work, work, work)
     assert len(tracker) == 2000
     assert tracker.total == Usage(4000, 2000)
+
+
+def test_each_record_carries_memcis_count_of_its_request() -> None:
+    arr = MessageArray([user("hello there")])
+    arr.usage.record({"input_tokens": 11, "output_tokens": 2})
+    arr.append({"role": "assistant", "content": "hi"})
+    arr.append(user("how are you today?"))
+    arr.usage.record({"input_tokens": 25, "output_tokens": 2})
+    arr.usage.record({"input_tokens": 25, "output_tokens": 2}, counted=7)
+    counts = [r.counted for r in arr.usage.records()]
+    assert counts == [MessageArray([user("hello there")]).token_count(), arr.token_count(), 7]
+    assert counts[0] < counts[1]
+    # Outside an array: given, or read from the tracker's own count, or not known.
+    tracker = TokenUsage(count=lambda: 40)
+    tracker.record({"prompt_tokens": 41})
+    tracker.record({"prompt_tokens": 41}, counted=3)
+    TokenUsage().record({"prompt_tokens": 41})
+    assert [r.counted for r in tracker.records()] == [40, 3]
+    with pytest.raises(InvalidOperationError, match="counted must be an int >= 0"):
+        tracker.record({"prompt_tokens": 1}, counted=-1)
+    assert len(tracker) == 2

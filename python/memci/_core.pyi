@@ -29,6 +29,7 @@ __all__ = [
     "count_message_list",
     "count_text",
     "count_texts",
+    "current_turn_start",
     "encoding_name",
     "entry_texts",
     "message_texts",
@@ -90,8 +91,10 @@ class MessageStore:
     def to_json(self) -> str: ...
     @staticmethod
     def from_json(text: str) -> MessageStore: ...
-    def token_count(self, encoding: str) -> int:
-        """The tokens of the visible messages, priming included; O(1) once counted."""
+    def token_count(self, encoding: str, thinking: str | None = None) -> int:
+        """The tokens of the visible messages sent in one request, priming included, the thinking
+        of earlier turns dropped ("drop_earlier", the default) or counted ("count"); O(1) once
+        counted."""
     def copy(self) -> MessageStore:
         """An independent copy of the whole state."""
 
@@ -184,8 +187,12 @@ def count_texts(texts: Sequence[str], encoding: str) -> list[int]:
 def count_message(message: _Message, encoding: str) -> int:
     """The tokens one message costs (its texts and the chat overhead, no priming)."""
 
-def count_message_list(messages: Sequence[_Message], encoding: str) -> list[int]:
-    """The tokens of each message, on all cores with the GIL released."""
+def count_message_list(messages: Sequence[_Message], encoding: str, thinking: str | None = None) -> list[int]:
+    """The tokens of each message sent in one request, the thinking of earlier turns dropped
+    ("drop_earlier", the default) or counted ("count"), on all cores with the GIL released."""
+
+def current_turn_start(messages: Sequence[_Message]) -> int:
+    """The position of the last message that opens a user turn (0 when none does)."""
 
 def encoding_name(encoding: str, place: str) -> str:
     """The canonical name of an encoding given by name or model name; ``place`` names the

@@ -282,18 +282,29 @@ class MessageArray:
 
     # ---- token budgets (docs/tokens.md) ---------------------------------------------------------
 
-    def token_count(self, encoding: str = tokens.DEFAULT_ENCODING, *, counter: tokens.Counter | None = None) -> int:
+    def token_count(
+        self,
+        encoding: str = tokens.DEFAULT_ENCODING,
+        *,
+        counter: tokens.Counter | None = None,
+        thinking: str = tokens.DEFAULT_THINKING,
+    ) -> int:
         """The tokens the visible messages cost in a chat request: each message's count plus the
-        reply priming (3, once; 0 when nothing is visible), so it equals
-        ``tokens.count_messages(arr.messages(), encoding)``. Each stored message is counted once
-        per encoding and cached (snapshots and rollback keep the counts): O(1) once counted, O(k)
-        after k appends. With ``counter`` (any callable, see :mod:`memci.tokens`): the sum of
-        ``counter(m)``, O(n) in Python, except :func:`memci.tokens.approximate`, which is cached."""
+        reply priming (3, once; 0 when nothing is visible), the thinking of earlier turns dropped
+        (``thinking="drop_earlier"``, the providers' default) or counted (``"count"``), so it
+        equals ``tokens.count_messages(arr.messages(), encoding, thinking=thinking)``. Each stored
+        message is counted once per encoding and cached (snapshots and rollback keep the counts):
+        O(1) once counted, O(k) after k appends (plus a walk back over the current turn when a
+        message has thinking). With ``counter`` (any callable, see :mod:`memci.tokens`): the sum
+        of ``counter(m)`` over the messages as sent, O(n) in Python, except
+        :func:`memci.tokens.approximate`, which is cached."""
+        rule = tokens.thinking_rule("token_count", thinking)
         if counter is None:
-            return self._store.token_count(encoding)
+            return self._store.token_count(encoding, rule)
         if counter is tokens.approximate:
-            return self._store.token_count(tokens.APPROXIMATE)
-        return tokens.count_messages(self._store.messages(), counter=tokens.callable_counter("token_count", counter))
+            return self._store.token_count(tokens.APPROXIMATE, rule)
+        fn = tokens.callable_counter("token_count", counter)
+        return tokens.count_messages(self._store.messages(), counter=fn, thinking=rule)
 
     def trim_to_tokens(
         self,
@@ -305,6 +316,7 @@ class MessageArray:
         end_on: str | Sequence[str] | None = None,
         allow_partial: bool = False,
         encoding: str = tokens.DEFAULT_ENCODING,
+        thinking: str = tokens.DEFAULT_THINKING,
         counter: tokens.Counter | None = None,
     ) -> OperationResult:
         """Keep the last (``strategy="last"``) or first messages that fit ``max_tokens``, as a new
@@ -313,27 +325,36 @@ class MessageArray:
         keeps the leading system/developer messages (whatever they cost); ``start_on`` (last only)
         and ``end_on`` name the roles the kept messages must start and end on (whole units are
         dropped until they do); ``allow_partial`` cuts the message at the boundary to its last (or
-        first) lines that fit. With an encoding the result's ``token_count(encoding)`` is at most
-        ``max_tokens`` (unless the system messages alone exceed it); with ``counter`` (any
-        callable) the sum of its counts is. O(k) for k messages looked at, once counted;
-        the GIL is released. Semantics: ``docs/tokens.md``."""
+        first) lines that fit; ``thinking`` is the rule for earlier turns' thinking, as in
+        :meth:`token_count`. With an encoding the result's ``token_count(encoding,
+        thinking=thinking)`` is at most ``max_tokens`` (unless the system messages alone exceed
+        it); with ``counter`` (any callable) the sum of its counts is. O(k) for k messages looked
+        at, once counted; the GIL is released. Semantics: ``docs/tokens.md``."""
         if counter is tokens.approximate:
             encoding, counter = tokens.APPROXIMATE, None
         elif counter is not None:
             counter = tokens.callable_counter("trim_to_tokens", counter)
-        config = ops.TrimToTokens(max_tokens, strategy, keep_system, start_on, end_on, allow_partial, encoding)
+        config = ops.TrimToTokens(
+            max_tokens, strategy, keep_system, start_on, end_on, allow_partial, encoding, thinking
+        )
         return self._run(config, counter)
 
     @property
     def usage(self) -> TokenUsage:
         """The token usage the model reported for this conversation: ``arr.usage.record(response)``
-        files it under the current batch; ``arr.usage.per_batch()`` and ``.total`` read it back.
-        Kept in memory only (not saved, not copied; a rollback keeps it). See :mod:`memci.usage`."""
+        files it under the current batch, beside the array's own ``token_count()`` then (record a
+        response before appending its reply); ``arr.usage.per_batch()`` and ``.total`` read it
+        back. Kept in memory only (not saved, not copied; a rollback keeps it). See
+        :mod:`memci.usage`."""
         try:
             return self._usage
         except AttributeError:
-            self._usage = TokenUsage(batch=lambda: self._store.batch_index)
+            self._usage = TokenUsage(batch=lambda: self._store.batch_index, count=self._store_tokens)
             return self._usage
+
+    def _store_tokens(self) -> int:
+        """The visible messages' tokens in the default encoding and thinking rule (cached)."""
+        return self._store.token_count(tokens.DEFAULT_ENCODING, tokens.DEFAULT_THINKING)
 
     # ---- saving and copying ----------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, NoReturn, SupportsIndex, TypeAlias, cast
 
 from memci.errors import BatchError, InvalidMessageError, InvalidOperationError, repr_of, shown
-from memci.tokens import DEFAULT_ENCODING
+from memci.tokens import DEFAULT_ENCODING, DEFAULT_THINKING, thinking_rule
 
 __all__ = [
     "ROLES",
@@ -357,7 +357,8 @@ class TrimToTokens:
     """TRIM_TO_TOKENS: keep what fits ``max_tokens``, tool calls and their results together; the
     fields of :meth:`memci.MessageArray.trim_to_tokens` that a JSON config can carry (a custom
     ``counter`` is a method argument only). ``start_on``/``end_on`` and ``encoding`` are checked
-    when the operation runs. Opens a batch."""
+    when the operation runs; ``thinking`` (``"drop_earlier"`` or ``"count"``) when it is made.
+    Opens a batch."""
 
     name: ClassVar[str] = "trim_to_tokens"
     max_tokens: int
@@ -367,9 +368,11 @@ class TrimToTokens:
     end_on: str | Sequence[str] | None = None
     allow_partial: bool = False
     encoding: str = DEFAULT_ENCODING
+    thinking: str = DEFAULT_THINKING
 
     def __post_init__(self) -> None:
         _set(self, "max_tokens", check_count(self.name, "max_tokens", self.max_tokens))
+        thinking_rule(self.name, self.thinking)
         for flag in ("keep_system", "allow_partial"):
             if not isinstance(getattr(self, flag), bool):
                 _fail(self.name, f"{flag} must be a bool, got {repr_of(getattr(self, flag))}")

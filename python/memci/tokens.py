@@ -18,6 +18,12 @@ Responses API item is counted the same way: 3, plus its name, arguments, input, 
 text, plus 1 for a call. SDK objects are counted as their ``model_dump``. The rules for content
 blocks, tool calls, items and images are in ``docs/tokens.md``.
 
+A list of messages is counted as one request: the thinking of earlier assistant turns
+(``thinking`` and ``redacted_thinking`` blocks, and Responses ``reasoning`` items, before the last
+message that opens a user turn) costs nothing, as Anthropic's and OpenAI's APIs drop it
+(``thinking="drop_earlier"``, the default); ``thinking="count"`` counts it, for models that keep
+it. The sources of the rule are in ``docs/tokens.md``.
+
 Where a count is taken, ``counter=`` accepts any callable that takes a message dict and returns
 its token count (an int >= 0), for models whose tokenizer memci does not ship;
 :func:`approximate` is LangChain's ``count_tokens_approximately`` rule for one message.
@@ -34,9 +40,11 @@ from memci.errors import InvalidOperationError, repr_of
 __all__ = [
     "DEFAULT_ENCODING",
     "ENCODINGS",
+    "THINKING",
     "Counter",
     "Message",
     "approximate",
+    "as_sent",
     "count",
     "count_batch",
     "count_message",
@@ -56,6 +64,11 @@ DEFAULT_ENCODING = "o200k_base"
 ENCODINGS = ("o200k_base", "cl100k_base")
 #: The counting rule of :func:`approximate`, usable wherever an encoding name is.
 APPROXIMATE = "approximate"
+#: The rules for the thinking of earlier assistant turns: dropped (the providers' default) or counted.
+THINKING = ("drop_earlier", "count")
+DEFAULT_THINKING = "drop_earlier"
+#: The content blocks that hold a model's thinking.
+THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
 
 def encoding_for_model(model: str) -> str:
@@ -119,17 +132,68 @@ def count_message(message: Message, encoding: str = DEFAULT_ENCODING, *, counter
 
 
 def count_messages(
-    messages: Iterable[Mapping[str, Any]], encoding: str = DEFAULT_ENCODING, *, counter: Counter | None = None
+    messages: Iterable[Mapping[str, Any]],
+    encoding: str = DEFAULT_ENCODING,
+    *,
+    counter: Counter | None = None,
+    thinking: str = DEFAULT_THINKING,
 ) -> int:
-    """The tokens a list of messages costs: each message, plus the reply priming (3) once when
-    the list is not empty. With ``counter``: the sum of ``counter(m)``, nothing added. O(total
-    text), on all cores with the GIL released."""
+    """The tokens a list of messages costs as one request: each message, plus the reply priming
+    (3) once when the list is not empty; the thinking of earlier turns dropped or counted by
+    ``thinking`` (see the module docs). With ``counter``: the sum of ``counter(m)`` over
+    :func:`as_sent`, nothing added. O(total text), on all cores with the GIL released."""
     name, fn = resolve("count_messages", encoding, counter)
+    rule = thinking_rule("count_messages", thinking)
     items = _message_list("count_messages", messages)
     if fn is not None:
-        return sum(counted(f"count_messages: messages[{i}]", fn, m) for i, m in enumerate(items))
-    counts = _core.count_message_list(items, name)
+        return sum(counted(f"count_messages: messages[{i}]", fn, m) for i, m in enumerate(as_sent(items, rule)))
+    counts = _core.count_message_list(items, name, rule)
     return sum(counts) + (_core.reply_priming(name) if counts else 0)
+
+
+def thinking_rule(where: str, thinking: object) -> str:
+    """``thinking`` if it is one of :data:`THINKING`; otherwise :class:`~memci.InvalidOperationError`."""
+    if not isinstance(thinking, str) or thinking not in THINKING:
+        raise InvalidOperationError(f"{where}: thinking must be 'drop_earlier' or 'count', got {repr_of(thinking)}")
+    return str(thinking)
+
+
+def as_sent(messages: Iterable[Mapping[str, Any]], thinking: str = DEFAULT_THINKING) -> list[Message]:
+    """``messages`` as the model reads them in one request: with ``"drop_earlier"``, the messages
+    before the last one that opens a user turn lose their ``thinking`` and ``redacted_thinking``
+    blocks (copies; the originals are untouched), and their Responses ``reasoning`` items are
+    left out. What a ``counter`` is given. O(n)."""
+    items = _message_list("as_sent", messages)
+    if thinking_rule("as_sent", thinking) == "count":
+        return items
+    turn = _core.current_turn_start(items)
+    sent: list[Message] = []
+    for i, message in enumerate(items):
+        if i >= turn:
+            sent.append(message)
+            continue
+        stripped = _without_thinking(message)
+        if stripped is not None:
+            sent.append(stripped)
+    return sent
+
+
+def _without_thinking(message: Any) -> Message | None:
+    """``message`` without its thinking blocks (a copy when it had any); None for a reasoning item."""
+    if not isinstance(message, Mapping) and callable(getattr(message, "model_dump", None)):
+        message = message.model_dump()
+    if not isinstance(message, Mapping):
+        return message  # type: ignore[no-any-return]  # not a message: the counter judges it
+    if message.get("type") == "reasoning":
+        return None
+    content = message.get("content")
+    if not isinstance(content, list) or not any(_is_thinking(b) for b in content):
+        return message  # type: ignore[return-value]  # unchanged, whatever mapping it is
+    return {**message, "content": [b for b in content if not _is_thinking(b)]}
+
+
+def _is_thinking(block: object) -> bool:
+    return isinstance(block, Mapping) and block.get("type") in THINKING_BLOCKS
 
 
 def _message_list(where: str, messages: object) -> list[Message]:

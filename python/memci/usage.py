@@ -19,7 +19,10 @@ meaning: ``prompt_tokens`` counts every input token the model read, cached ones 
 
 :attr:`memci.MessageArray.usage` is a tracker that files each record under the array's current
 batch, so ``per_batch()`` shows what each batch of the conversation cost (the design's
-``TokenUsageTracker``).
+``TokenUsageTracker``), and beside each record memci's own count of the request (``counted``: the
+array's ``token_count()`` when the response is recorded, so record a response before appending its
+reply). Those pairs calibrate :class:`memci.claude_tokens.CalibratedCounter` for a model whose
+tokenizer memci does not ship.
 """
 
 from __future__ import annotations
@@ -124,12 +127,14 @@ def _shown(obj: object) -> str:
 @dataclasses.dataclass(frozen=True, slots=True)
 class UsageRecord:
     """One recorded response: its usage, the batch it was filed under (``None`` outside an
-    array), the model if given, and when it was recorded (epoch seconds)."""
+    array), the model if given, when it was recorded (epoch seconds), and memci's own count of
+    the request (``None`` when not known)."""
 
     usage: Usage
     batch_index: int | None
     model: str | None
     timestamp: float
+    counted: int | None = None
 
 
 class TokenUsage:
@@ -138,30 +143,51 @@ class TokenUsage:
     ``limit`` (optional): when a response's ``prompt_tokens`` exceed it, :attr:`over_limit` turns
     true and a warning is logged on ``logging.getLogger("memci")``. ``batch`` (optional): a
     callable giving the batch index to file each record under (what :attr:`MessageArray.usage`
-    passes). Safe to share between threads. Records are kept in memory; they are not part of an
-    array's saved state, and a rollback does not remove them (the tokens were spent).
+    passes). ``count`` (optional): a callable giving memci's count of the request each record is
+    for (what :attr:`MessageArray.usage` passes: the array's ``token_count()``). Safe to share
+    between threads. Records are kept in memory; they are not part of an array's saved state, and
+    a rollback does not remove them (the tokens were spent).
     """
 
-    __slots__ = ("_batch", "_limit", "_lock", "_records", "_total")
+    __slots__ = ("_batch", "_count", "_limit", "_lock", "_records", "_total")
 
-    def __init__(self, *, limit: int | None = None, batch: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        limit: int | None = None,
+        batch: Callable[[], int] | None = None,
+        count: Callable[[], int] | None = None,
+    ) -> None:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise InvalidOperationError(f"TokenUsage: limit must be an int >= 0 or None, got {repr_of(limit)}")
         self._limit = limit
         self._batch = batch
+        self._count = count
         self._lock = threading.Lock()
         self._records: list[UsageRecord] = []
         self._total = Usage()
 
-    def record(self, usage: object, *, model: str | None = None, batch_index: int | None = None) -> Usage:
+    def record(
+        self,
+        usage: object,
+        *,
+        model: str | None = None,
+        batch_index: int | None = None,
+        counted: int | None = None,
+    ) -> Usage:
         """Record one response's usage (see :meth:`Usage.of` for the shapes) and return it
-        normalised. ``batch_index`` overrides the tracker's own. O(1)."""
+        normalised. ``batch_index`` overrides the tracker's own, ``counted`` (memci's count of the
+        request) its ``count``. O(1) (plus the count, O(1) once counted for an array)."""
         normalised = Usage.of(usage)
         if model is not None and not isinstance(model, str):
             raise InvalidOperationError(f"usage: model must be a str or None, got {repr_of(model)}")
+        if counted is not None and (isinstance(counted, bool) or not isinstance(counted, int) or counted < 0):
+            raise InvalidOperationError(f"usage: counted must be an int >= 0 or None, got {repr_of(counted)}")
         batch = batch_index if batch_index is not None else (self._batch() if self._batch else None)
+        if counted is None and self._count is not None:
+            counted = self._count()
         with self._lock:
-            self._records.append(UsageRecord(normalised, batch, model, time.time()))
+            self._records.append(UsageRecord(normalised, batch, model, time.time(), counted))
             self._total += normalised
         if self._limit is not None and normalised.prompt_tokens > self._limit:
             logger.warning(

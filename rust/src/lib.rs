@@ -25,7 +25,8 @@ mod _core {
 
     #[pymodule_export]
     use crate::python::tokens::{
-        count_message, count_message_list, count_text, count_texts, encoding_name, ranks_file, reply_priming,
+        count_message, count_message_list, count_text, count_texts, current_turn_start, encoding_name, ranks_file,
+        reply_priming,
     };
 
     #[pymodule_export]

@@ -16,10 +16,11 @@ class SystemTokens:
     ``counter`` (as everywhere in memci: a message dict in, its tokens out). The contents page is
     counted as the system message it is sent as."""
 
-    __slots__ = ("counter", "encoding", "overhead")
+    __slots__ = ("counter", "encoding", "overhead", "thinking")
 
-    def __init__(self, encoding: str, counter: Counter | None) -> None:
+    def __init__(self, encoding: str, counter: Counter | None, thinking: str = tokens.DEFAULT_THINKING) -> None:
         self.encoding, self.counter = tokens.resolve("ContextSystem", encoding, counter)
+        self.thinking = tokens.thinking_rule("ContextSystem", thinking)
         #: What a system message costs beyond its text: subtracted from one entry's lines when
         #: they are counted alone.
         self.overhead = self.text_message("")
@@ -35,4 +36,4 @@ class SystemTokens:
         return max(0, self.text_message(text) - self.overhead)
 
     def messages(self, messages: Sequence[Mapping[str, Any]]) -> int:
-        return tokens.count_messages(messages, self.encoding, counter=self.counter)
+        return tokens.count_messages(messages, self.encoding, counter=self.counter, thinking=self.thinking)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from memci.context.agent_tools import checked_tools
 from memci.context.contents import ArchivePolicy
+from memci.context.counting import SystemTokens
 from memci.context.page import ArchivedPage, Message
 from memci.context.parts import SystemParts
 from memci.context.search import message_texts, page_text
@@ -27,7 +28,7 @@ from memci.context.state import SavedState
 from memci.context.summary import Summarizer
 from memci.errors import InvalidMessageError, InvalidOperationError, StateError
 from memci.storage import Storage
-from memci.tokens import DEFAULT_ENCODING, Counter
+from memci.tokens import DEFAULT_ENCODING, DEFAULT_THINKING, Counter
 
 if TYPE_CHECKING:
     pass
@@ -50,6 +51,7 @@ class Persistent(SystemParts):
     _agent_tools: tuple[dict[str, Any], ...]
     _summarizer_arg: AnySummarizerArg
     _counter: Counter | None
+    _tokens: SystemTokens
 
     if TYPE_CHECKING:  # the subclass's constructor (ContextSystem's), which open and _build call
 
@@ -104,7 +106,14 @@ class Persistent(SystemParts):
     # ---- loading -------------------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, storage: Storage, *, summarizer: AnySummarizerArg = None, counter: Counter | None = None) -> Self:
+    def load(
+        cls,
+        storage: Storage,
+        *,
+        summarizer: AnySummarizerArg = None,
+        counter: Counter | None = None,
+        thinking: str = DEFAULT_THINKING,
+    ) -> Self:
         """The context system last saved to ``storage``, exactly: rounds, counts, the active pages
         with the open one, the contents and dropped entries; search is rebuilt from the stored
         pages. The summarizer and counter are not saved: pass them again if they are not the
@@ -114,7 +123,7 @@ class Persistent(SystemParts):
         state = checked_storage(storage).load_state()
         if state is None:
             raise StateError("load: the storage holds no saved state")
-        return cls._build(SavedState.from_dict(state), storage, summarizer, counter)
+        return cls._build(SavedState.from_dict(state), storage, summarizer, counter, thinking=thinking)
 
     @classmethod
     def from_state(
@@ -124,12 +133,13 @@ class Persistent(SystemParts):
         *,
         summarizer: AnySummarizerArg = None,
         counter: Counter | None = None,
+        thinking: str = DEFAULT_THINKING,
     ) -> Self:
         """The system :meth:`to_state` described, on ``storage`` (the one holding its archived
         pages). :class:`~memci.StateError` names what is wrong with the state, or the archived
         pages it names that neither the storage nor the state holds. Search is rebuilt from the
         storage. O(state + stored pages), whatever indices the state claims."""
-        ctx = cls._build(SavedState.from_dict(state), checked_storage(storage), summarizer, counter)
+        ctx = cls._build(SavedState.from_dict(state), checked_storage(storage), summarizer, counter, thinking=thinking)
         missing = ctx._log.missing(ctx._log.held())
         if missing:
             shown_pages = ", ".join(map(str, missing)) + (", ..." if len(missing) >= 5 else "")
@@ -194,6 +204,7 @@ class Persistent(SystemParts):
         encoding: str | None = None,
         max_context_tokens: int | None = None,
         counter: Counter | None = None,
+        thinking: str = DEFAULT_THINKING,
     ) -> Self:
         """Load or create: the system saved to ``storage``, continuing its conversation, or a new
         one on it if it holds no state. Each setting given (not None) applies, replacing the saved
@@ -214,6 +225,7 @@ class Persistent(SystemParts):
                 encoding=DEFAULT_ENCODING if encoding is None else encoding,
                 max_context_tokens=max_context_tokens,
                 counter=counter,
+                thinking=thinking,
             )
         overrides: dict[str, Any] = {
             "system_prompt": system_message(system_prompt),
@@ -227,7 +239,7 @@ class Persistent(SystemParts):
         saved = dataclasses.replace(
             SavedState.from_dict(state), **{k: v for k, v in overrides.items() if v is not None}
         )
-        return cls._build(saved, storage, summarizer, counter)
+        return cls._build(saved, storage, summarizer, counter, thinking=thinking)
 
     @classmethod
     def _build(
@@ -236,8 +248,11 @@ class Persistent(SystemParts):
         storage: Storage,
         summarizer: AnySummarizerArg,
         counter: Counter | None,
+        *,
+        thinking: str = DEFAULT_THINKING,
     ) -> Self:
-        """A system built with ``saved``'s settings, taking up its state."""
+        """A system built with ``saved``'s settings (and the code given: summarizer, counter, the
+        thinking rule), taking up its state."""
         try:
             ctx = cls(
                 saved.system_prompt,
@@ -250,6 +265,7 @@ class Persistent(SystemParts):
                 encoding=saved.encoding,
                 max_context_tokens=saved.max_context_tokens,
                 counter=counter,
+                thinking=thinking,
             )
         except (InvalidOperationError, InvalidMessageError, TypeError) as e:
             raise StateError(f"load: {e}") from None
@@ -273,7 +289,9 @@ class Persistent(SystemParts):
         go on independently, and the second to save over the same revision gets
         :class:`~memci.ConflictError`. Pages this one archived since its last save are copied.
         O(state + archived pages)."""
-        return type(self)._build(self._snapshot(), self.storage, self._summarizer_arg, self._counter)
+        return type(self)._build(
+            self._snapshot(), self.storage, self._summarizer_arg, self._counter, thinking=self._tokens.thinking
+        )
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Self:
         """As :func:`copy.copy`, with a deep copy of the storage: a ``MemoryStorage`` is copied
@@ -282,7 +300,7 @@ class Persistent(SystemParts):
         counter (code) are shared."""
         saved = self._snapshot()
         storage = copy.deepcopy(self.storage, memo)
-        return type(self)._build(saved, storage, self._summarizer_arg, self._counter)
+        return type(self)._build(saved, storage, self._summarizer_arg, self._counter, thinking=self._tokens.thinking)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as JSON text (the state with the pages archived since the last save), never as
@@ -290,11 +308,19 @@ class Persistent(SystemParts):
         directory store by path; other stores raise :class:`~memci.StorageError`) and the
         summarizer and counter it was given (None for the defaults; yours must be picklable)."""
         text = json.dumps(self._snapshot().to_dict(), ensure_ascii=False)
-        return (_unpickle, (type(self), text, self.storage, self._summarizer_arg, self._counter))
+        return (
+            _unpickle,
+            (type(self), text, self.storage, self._summarizer_arg, self._counter, self._tokens.thinking),
+        )
 
 
-def _unpickle(
-    cls: type[Persistent], text: str, storage: Storage, summarizer: AnySummarizerArg, counter: Counter | None
+def _unpickle(  # noqa: PLR0917  # pickle calls it with positional arguments only
+    cls: type[Persistent],
+    text: str,
+    storage: Storage,
+    summarizer: AnySummarizerArg,
+    counter: Counter | None,
+    thinking: str = DEFAULT_THINKING,
 ) -> Persistent:
     """A system from what :meth:`Persistent.__reduce__` pickled."""
-    return cls._build(SavedState.from_dict(json.loads(text)), storage, summarizer, counter)
+    return cls._build(SavedState.from_dict(json.loads(text)), storage, summarizer, counter, thinking=thinking)

@@ -124,6 +124,7 @@ class ContextSystem(Persistent, Recalling):
         encoding: str = tokens.DEFAULT_ENCODING,
         max_context_tokens: int | None = None,
         counter: Counter | None = None,
+        thinking: str = tokens.DEFAULT_THINKING,
     ) -> None:
         """``system_prompt``: a string or a system/developer message, or None (or ``""``) for none:
         then the recall tools' note is the only system message. ``tools``: the protocol the
@@ -135,7 +136,10 @@ class ContextSystem(Persistent, Recalling):
         (n): pages kept whole in the window. ``storage``: where archived pages go (default
         ``memci.MemoryStorage()``). ``summarizer``: a :class:`~memci.summary.Summarizer` or a
         ``str -> str`` callable (default: extractive). ``counter``: a message counter (a
-        message dict in, its tokens out) to use instead of ``memci.tokens`` with ``encoding``."""
+        message dict in, its tokens out) to use instead of ``memci.tokens`` with ``encoding``.
+        ``thinking``: whether the thinking of earlier assistant turns counts (``"drop_earlier"``,
+        the providers' default, or ``"count"``; see :mod:`memci.tokens`); like the counter, it is
+        configuration, not state: copies keep it, :meth:`load` takes it again."""
         if tools is None:
             tools = "openai"
         if tools not in recall.FORMATS:
@@ -153,7 +157,7 @@ class ContextSystem(Persistent, Recalling):
             None if max_context_tokens is None else positive("max_context_tokens", max_context_tokens)
         )
         self._encoding = encoding
-        self._tokens = SystemTokens(encoding, counter)
+        self._tokens = SystemTokens(encoding, counter, thinking)
         #: What was passed (code, not state): copies and pickles carry these.
         self._summarizer_arg, self._counter = summarizer, counter
         self._summarizer = as_summarizer(summarizer)

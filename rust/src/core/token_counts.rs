@@ -2,6 +2,10 @@
 //! first needed (a stored message never changes, so neither does its count), and each view's
 //! running total, so that `token_count()` is O(1) once counted and a budget check never
 //! re-tokenizes. Counts are keyed by node id, so they survive snapshots and rollback untouched.
+//! Beside each count, the tokens of the message's thinking, kept only for the few messages that
+//! have some: what the message costs less in an earlier turn ([`crate::core::tokens::Thinking`]).
+
+use std::collections::HashMap;
 
 use rayon::prelude::*;
 
@@ -13,10 +17,12 @@ const UNKNOWN: u32 = u32::MAX;
 /// Below this many messages to count, one core does it (threads cost more than they save).
 const PARALLEL_FROM: usize = 256;
 
-/// Per encoding, the count of each stored message by node id (`UNKNOWN` until counted).
+/// Per encoding, the count of each stored message by node id (`UNKNOWN` until counted), and the
+/// tokens of its thinking when it has any.
 #[derive(Clone, Default, Debug)]
 pub struct TokenCounts {
     counts: [Vec<u32>; Encoding::ALL.len()],
+    thinking: [HashMap<NodeId, u32>; Encoding::ALL.len()],
 }
 
 impl TokenCounts {
@@ -33,18 +39,36 @@ impl TokenCounts {
         if let Some(c) = self.get(encoding, id) {
             return c;
         }
-        let c = encoding.count_message(arena.message(id));
-        self.set(encoding, id, c);
-        c
+        let parts = encoding.count_message_parts(arena.message(id));
+        self.set(encoding, id, parts);
+        parts.0
     }
 
-    fn set(&mut self, encoding: Encoding, id: NodeId, count: u64) {
+    /// The tokens of the thinking of `id` (0 for a message without any), once it is counted.
+    pub fn thinking(&self, encoding: Encoding, id: NodeId) -> u64 {
+        let table = &self.thinking[encoding.index()];
+        // Most histories have no thinking at all: no hashing then, in a trim's inner loop.
+        if table.is_empty() {
+            return 0;
+        }
+        table.get(&id).map_or(0, |&t| u64::from(t))
+    }
+
+    /// Whether any message counted in `encoding` has thinking.
+    pub fn any_thinking(&self, encoding: Encoding) -> bool {
+        !self.thinking[encoding.index()].is_empty()
+    }
+
+    fn set(&mut self, encoding: Encoding, id: NodeId, (count, thinking): (u64, u64)) {
         let table = &mut self.counts[encoding.index()];
         if table.len() <= id as usize {
             table.resize(id as usize + 1, UNKNOWN);
         }
-        // A message of 4 billion tokens cannot be stored (spans are u32 bytes), so this never saturates.
+        // A message of 4 billion tokens cannot be stored (spans are u32 bytes), so neither saturates.
         table[id as usize] = u32::try_from(count).unwrap_or(UNKNOWN - 1);
+        if thinking > 0 {
+            self.thinking[encoding.index()].insert(id, u32::try_from(thinking).unwrap_or(UNKNOWN - 1));
+        }
     }
 
     /// Count every one of `ids` not counted yet, on all cores when there are many.
@@ -56,10 +80,10 @@ impl TokenCounts {
             }
             return;
         }
-        let counted: Vec<u64> = missing
+        let counted: Vec<(u64, u64)> = missing
             .par_iter()
             .with_min_len(64)
-            .map(|&id| encoding.count_message(arena.message(id)))
+            .map(|&id| encoding.count_message_parts(arena.message(id)))
             .collect();
         for (id, c) in missing.into_iter().zip(counted) {
             self.set(encoding, id, c);
@@ -67,12 +91,14 @@ impl TokenCounts {
     }
 }
 
-/// A view's memo: per encoding, the total of its first `counted` visible messages. Appending
-/// keeps it valid (it covers a prefix); any other change of the visible list builds a new view
-/// (or calls [`ViewTotals::forget`]), which starts empty.
+/// A view's memo: per encoding, the total of its first `counted` visible messages, and the total
+/// of the thinking of its first `n` (before the current turn). Appending keeps both valid (they
+/// cover a prefix); any other change of the visible list builds a new view (or calls
+/// [`ViewTotals::forget`]), which starts empty.
 #[derive(Clone, Copy, Default, Debug)]
 pub struct ViewTotals {
     totals: [Option<(usize, u64)>; Encoding::ALL.len()],
+    thinking: [Option<(usize, u64)>; Encoding::ALL.len()],
 }
 
 impl ViewTotals {
@@ -87,5 +113,14 @@ impl ViewTotals {
 
     pub fn set(&mut self, encoding: Encoding, counted: usize, total: u64) {
         self.totals[encoding.index()] = Some((counted, total));
+    }
+
+    /// `(n, thinking)`: the tokens of the thinking of the first `n` visible messages.
+    pub fn thinking(&self, encoding: Encoding) -> Option<(usize, u64)> {
+        self.thinking[encoding.index()]
+    }
+
+    pub fn set_thinking(&mut self, encoding: Encoding, n: usize, thinking: u64) {
+        self.thinking[encoding.index()] = Some((n, thinking));
     }
 }

@@ -16,7 +16,9 @@ use rayon::prelude::*;
 use crate::core::bpe_tables;
 use crate::core::error::{Error, Result, quoted};
 use crate::core::message::is_call_type;
+use crate::core::model_names::model_encoding;
 use crate::core::piece_counts;
+use crate::core::turns::{Thinking, current_turn_start};
 use crate::core::value::{Items, Value, ValueRef, write_value};
 
 /// How text is turned into a token count.
@@ -30,25 +32,6 @@ pub enum Encoding {
     /// message. For models whose encoding is unknown.
     Approximate,
 }
-
-/// The names `Encoding::parse` accepts besides the encodings' own: model names, then model-name
-/// prefixes (a dated snapshot such as `gpt-4o-2024-08-06`), as tiktoken maps them.
-const MODELS: [(&str, Encoding); 14] = [
-    ("gpt-4o", Encoding::O200kBase),
-    ("chatgpt-4o-latest", Encoding::O200kBase),
-    ("gpt-4.1", Encoding::O200kBase),
-    ("gpt-4.5", Encoding::O200kBase),
-    ("gpt-5", Encoding::O200kBase),
-    ("o1", Encoding::O200kBase),
-    ("o3", Encoding::O200kBase),
-    ("o4-mini", Encoding::O200kBase),
-    ("gpt-4", Encoding::Cl100kBase),
-    ("gpt-3.5-turbo", Encoding::Cl100kBase),
-    ("gpt-35-turbo", Encoding::Cl100kBase),
-    ("text-embedding-ada-002", Encoding::Cl100kBase),
-    ("text-embedding-3-small", Encoding::Cl100kBase),
-    ("text-embedding-3-large", Encoding::Cl100kBase),
-];
 
 /// Tokens every message costs beyond its texts: the start and end markers and the separator after
 /// the role (OpenAI cookbook, "How to count tokens with tiktoken").
@@ -78,18 +61,20 @@ impl Encoding {
             "approximate" => return Ok(Encoding::Approximate),
             _ => {}
         }
-        let by_model = MODELS.iter().find(|(model, _)| *model == name).or_else(|| {
-            MODELS
-                .iter()
-                .filter(|(model, _)| name.starts_with(model) && name[model.len()..].starts_with('-'))
-                .max_by_key(|(model, _)| model.len())
-        });
-        by_model.map(|(_, e)| *e).ok_or_else(|| {
-            let shown = quoted(name);
-            Error::InvalidOperation(format!(
-                "unknown encoding {shown}: expected o200k_base, cl100k_base, approximate or an OpenAI model name such as gpt-4o"
-            ))
-        })
+        let known = model_encoding(name);
+        match known {
+            Some("o200k_base") => Ok(Encoding::O200kBase),
+            Some("cl100k_base") => Ok(Encoding::Cl100kBase),
+            _ => {
+                let shown = quoted(name);
+                let uses = known.map_or(String::new(), |e| {
+                    format!(" (the model uses {e}, which memci does not ship)")
+                });
+                Err(Error::InvalidOperation(format!(
+                    "unknown encoding {shown}{uses}: expected o200k_base, cl100k_base, approximate or an OpenAI model name such as gpt-4o"
+                )))
+            }
+        }
     }
 
     pub fn name(self) -> &'static str {
@@ -151,26 +136,48 @@ impl Encoding {
 
     /// The tokens one message costs in a chat request (see `docs/tokens.md`).
     pub fn count_message(self, message: ValueRef<'_>) -> u64 {
-        let mut tally = Tally {
-            encoding: self,
-            at_least: false,
-            tokens: 0,
-            chars: 0,
-        };
+        self.count_message_parts(message).0
+    }
+
+    /// The tokens `message` costs, and how many of them its thinking is: what it costs less when
+    /// it belongs to an earlier turn ([`Thinking::DropEarlier`]). One pass over a message with no
+    /// thinking, two over one with some.
+    pub fn count_message_parts(self, message: ValueRef<'_>) -> (u64, u64) {
+        let mut tally = Tally::new(self, false, false);
         tally.message(message);
-        tally.finish()
+        if tally.met == Met::Nothing {
+            return (tally.finish(), 0);
+        }
+        let full = tally.finish();
+        let mut earlier = Tally::new(self, false, true);
+        earlier.message(message);
+        let earlier = earlier.finish();
+        (full, full.saturating_sub(earlier))
+    }
+
+    /// The tokens each of `messages` costs in one request, the thinking of earlier turns dropped
+    /// or counted by `thinking` (no priming). O(total text).
+    pub fn count_message_list(self, messages: &[ValueRef<'_>], thinking: Thinking) -> Vec<u64> {
+        let turn = match thinking {
+            Thinking::DropEarlier => current_turn_start(messages.iter().copied()),
+            Thinking::Count => 0,
+        };
+        messages
+            .par_iter()
+            .with_min_len(16)
+            .enumerate()
+            .map(|(i, &m)| {
+                let (full, dropped) = self.count_message_parts(m);
+                if i < turn { full - dropped } else { full }
+            })
+            .collect()
     }
 
     /// A lower bound on [`Encoding::count_message`], read without tokenizing: each text counts
     /// its words as its tokens (`at_least`), every fixed cost is charged in full. Exact for the
     /// approximation. A trim uses it to see that a message cannot fit before counting it. O(len).
     pub fn count_message_at_least(self, message: ValueRef<'_>) -> u64 {
-        let mut tally = Tally {
-            encoding: self,
-            at_least: true,
-            tokens: 0,
-            chars: 0,
-        };
+        let mut tally = Tally::new(self, true, false);
         tally.message(message);
         tally.finish()
     }
@@ -235,11 +242,36 @@ struct Tally {
     encoding: Encoding,
     /// Count each text's [`at_least`] instead of its exact tokens.
     at_least: bool,
+    /// Leave out thinking blocks and reasoning items: the message belongs to an earlier turn.
+    earlier: bool,
+    /// What thinking was met (counted or not).
+    met: Met,
     tokens: u64,
     chars: u64,
 }
 
+/// The thinking a [`Tally`] met in a message.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Met {
+    Nothing,
+    /// A thinking block or a reasoning item.
+    Thinking,
+    /// A reasoning item of an earlier turn: not sent, so it costs nothing, not even its overhead.
+    EarlierItem,
+}
+
 impl Tally {
+    fn new(encoding: Encoding, at_least: bool, earlier: bool) -> Self {
+        Self {
+            encoding,
+            at_least,
+            earlier,
+            met: Met::Nothing,
+            tokens: 0,
+            chars: 0,
+        }
+    }
+
     fn exact(&self) -> bool {
         self.encoding != Encoding::Approximate
     }
@@ -262,8 +294,34 @@ impl Tally {
         }
     }
 
-    fn finish(self) -> u64 {
+    fn finish(&self) -> u64 {
+        if self.met == Met::EarlierItem {
+            return 0;
+        }
         self.tokens + self.chars.div_ceil(CHARS_PER_TOKEN) + PER_MESSAGE
+    }
+
+    /// A thinking text met: counted unless the message is an earlier turn's.
+    fn thinking(&mut self, text: &str) {
+        self.met = Met::Thinking;
+        if !self.earlier {
+            self.text(text);
+        }
+    }
+
+    /// The encrypted `data` of a redacted thinking block: its tokens cannot be known offline, so
+    /// it is estimated as a quarter of its characters (the approximation's rule), unless the
+    /// message is an earlier turn's.
+    fn redacted_thinking(&mut self, data: &str) {
+        self.met = Met::Thinking;
+        if !self.earlier {
+            let chars = data.chars().count() as u64;
+            if self.exact() {
+                self.tokens += chars.div_ceil(CHARS_PER_TOKEN);
+            } else {
+                self.chars += chars;
+            }
+        }
     }
 
     fn message(&mut self, message: ValueRef<'_>) {
@@ -305,6 +363,13 @@ impl Tally {
     /// parts) plus 1 for a tool call, like a chat tool call; ids, statuses and encrypted reasoning
     /// are not counted.
     fn item(&mut self, fields: Items<'_>, item_type: &str) {
+        if item_type == "reasoning" {
+            if self.earlier {
+                self.met = Met::EarlierItem;
+                return;
+            }
+            self.met = Met::Thinking;
+        }
         for (key, value) in fields.entries() {
             match (key, value.get()) {
                 ("role" | "name" | "arguments" | "input", Value::Str(s)) => self.text(s),
@@ -373,7 +438,12 @@ impl Tally {
             }
             Some("thinking") => {
                 if let Some(s) = text("thinking") {
-                    self.text(s);
+                    self.thinking(s);
+                }
+            }
+            Some("redacted_thinking") => {
+                if let Some(s) = text("data") {
+                    self.redacted_thinking(s);
                 }
             }
             Some("refusal") => {
@@ -627,6 +697,71 @@ mod tests {
         let err = Encoding::parse("p50k_base").unwrap_err().to_string();
         assert!(err.contains("\"p50k_base\""), "{err}");
         assert!(Encoding::parse("gpt-4ox").is_err());
+        // tiktoken's rules: `gpt-5` is a bare prefix; `gpt-4.5` alone is no name it knows.
+        for name in [
+            "gpt-5.1",
+            "gpt-5.2-codex",
+            "gpt-5.4-pro",
+            "gpt-5.5",
+            "o4-mini-deep-research",
+        ] {
+            assert_eq!(Encoding::parse(name).unwrap(), Encoding::O200kBase, "{name}");
+        }
+        assert!(Encoding::parse("gpt-4.5").is_err());
+        // A fine-tuned model is its base model's.
+        let tuned = Encoding::parse("ft:gpt-4.1-mini-2025-04-14:acme::x").unwrap();
+        assert_eq!(tuned, Encoding::O200kBase);
+        assert_eq!(
+            Encoding::parse("ft:gpt-3.5-turbo-0125:acme::x").unwrap(),
+            Encoding::Cl100kBase
+        );
+        let err = Encoding::parse("text-davinci-003").unwrap_err().to_string();
+        assert!(
+            err.contains("the model uses p50k_base, which memci does not ship"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_thinking_of_earlier_turns_is_dropped_or_counted() {
+        let e = Encoding::O200kBase;
+        let plan = "First I will look the city up, then check the forecast twice. ".repeat(5);
+        let history: Vec<Vec<u8>> = [
+            serde_json::json!({"role": "user", "content": "weather in Paris?"}),
+            serde_json::json!({"role": "assistant", "content": [
+                {"type": "thinking", "thinking": plan, "signature": "s"},
+                {"type": "redacted_thinking", "data": "abcdefgh"},
+                {"type": "tool_use", "id": "t1", "name": "weather", "input": {"city": "Paris"}},
+            ]}),
+            serde_json::json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"}]}),
+            serde_json::json!({"role": "assistant", "content": [{"type": "thinking", "thinking": "done"}]}),
+            serde_json::json!({"role": "user", "content": "and tomorrow?"}),
+            serde_json::json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": "look again"}]}),
+        ]
+        .iter()
+        .map(item)
+        .collect();
+        let messages: Vec<ValueRef<'_>> = history.iter().map(|m| ValueRef::new(m)).collect();
+        // The tool result continues the first turn; the last user message opens the second.
+        assert_eq!(current_turn_start(messages.iter().copied()), 4);
+        assert_eq!(current_turn_start(messages[..4].iter().copied()), 0);
+        let counted = e.count_message_list(&messages, Thinking::Count);
+        let dropped = e.count_message_list(&messages, Thinking::DropEarlier);
+        assert_eq!(
+            counted[1] - dropped[1],
+            e.count(&plan) + 2,
+            "the plan and 8 characters / 4"
+        );
+        assert_eq!(counted[3] - dropped[3], e.count("done"));
+        assert_eq!(counted[4..], dropped[4..], "the current turn counts its thinking");
+        assert_eq!(counted[0], dropped[0]);
+        // Each message's parts: its count and what its thinking adds to it.
+        let (full, thinking) = e.count_message_parts(messages[1]);
+        assert_eq!((full, full - thinking), (counted[1], dropped[1]));
+        assert_eq!(e.count_message_parts(messages[0]).1, 0);
+        // An earlier reasoning item is not sent at all.
+        let earlier = [messages[5], messages[4]];
+        assert_eq!(e.count_message_list(&earlier, Thinking::DropEarlier)[0], 0);
     }
 
     #[test]

@@ -185,6 +185,19 @@ impl Messages<'_> {
     }
 }
 
+/// Where the kept messages of a trim of `visible` end at the latest: the end of the history, or
+/// with `Last` and an `end_on` rule, the end of its last unit that ends on one of those roles.
+pub fn kept_end(visible: &CowVec<NodeId>, arena: &Arena, budget: &Budget) -> usize {
+    let m = Messages { visible, arena };
+    let mut end = visible.len();
+    if budget.strategy == Strategy::Last && !budget.end_on.is_empty() {
+        while end > 0 && !budget.end_on.has(m.role(end - 1)) {
+            end = m.unit_ending_at(end - 1, 0).start;
+        }
+    }
+    end
+}
+
 /// A run's lower bounds are read only when it holds more than this many bytes a token of room.
 const BOUND_FROM: u64 = 2;
 
@@ -207,12 +220,7 @@ pub fn select(
     at_least: &mut dyn FnMut(usize) -> u64,
 ) -> Selection {
     let m = Messages { visible, arena };
-    let mut end = visible.len();
-    if budget.strategy == Strategy::Last && !budget.end_on.is_empty() {
-        while end > 0 && !budget.end_on.has(m.role(end - 1)) {
-            end = m.unit_ending_at(end - 1, 0).start;
-        }
-    }
+    let end = kept_end(visible, arena, budget);
     let system = if budget.keep_system {
         (0..end).take_while(|&p| m.role(p).is_instruction()).count()
     } else {

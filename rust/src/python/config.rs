@@ -28,6 +28,7 @@ use pyo3::types::{PyBool, PyInt, PyList, PyString, PyTuple};
 use crate::core::config::{Budget, Conditions, Cuts, Encoding, Role, Roles, Strategy};
 use crate::core::error::Error;
 use crate::core::store::Incoming;
+use crate::core::turns::Thinking;
 use crate::python::convert::incoming;
 
 /// What is wrong with a value, before it is known where the value came from.
@@ -161,14 +162,27 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Role {
     }
 }
 
+/// One of a few names, read by `parse`; `expected` lists them in the error.
+fn one_of<T>(obj: Borrowed<'_, '_, PyAny>, parse: fn(&str) -> Option<T>, expected: &'static str) -> Result<T, Fault> {
+    text(obj)
+        .ok()
+        .and_then(|name| parse(&name))
+        .ok_or_else(|| Fault::kind(expected, obj))
+}
+
 impl<'a, 'py> FromPyObject<'a, 'py> for Strategy {
     type Error = Fault;
 
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Fault> {
-        text(obj)
-            .ok()
-            .and_then(|name| Strategy::parse(&name))
-            .ok_or_else(|| Fault::kind("'first' or 'last'", obj))
+        one_of(obj, Strategy::parse, "'first' or 'last'")
+    }
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Thinking {
+    type Error = Fault;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Fault> {
+        one_of(obj, Thinking::parse, "'drop_earlier' or 'count'")
     }
 }
 

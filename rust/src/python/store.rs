@@ -12,6 +12,7 @@ use crate::core::arena::NodeId;
 use crate::core::config::{Encoding, Role};
 use crate::core::error::Error;
 use crate::core::store::Store;
+use crate::core::turns::Thinking;
 use crate::python::config::{self, Described, Operation, named, optional};
 use crate::python::convert::{decode_ids, incoming, to_py};
 use crate::python::decoded::{Decoded, SMALL_READ};
@@ -120,7 +121,8 @@ impl MessageStore {
                 self.write(py).checkpoint(description);
             }
             Operation::TrimToTokens(budget) => {
-                crate::python::trim::trim_to_tokens(&self.inner, py, &budget, description, counter)?;
+                let thinking: Thinking = named(&op.getattr("thinking")?, "trim_to_tokens: thinking")?;
+                crate::python::trim::trim_to_tokens(&self.inner, py, &budget, thinking, description, counter)?;
             }
         }
         Ok(stats(&self.read(py)))
@@ -309,10 +311,18 @@ impl MessageStore {
 
     // ---- tokens -----------------------------------------------------------------------------
 
-    /// The tokens of the visible messages (priming included); O(1) once counted.
-    fn token_count(&self, py: Python<'_>, encoding: &Bound<'_, PyAny>) -> PyResult<u64> {
+    /// The tokens of the visible messages sent in one request (priming included, the thinking of
+    /// earlier turns dropped or counted by `thinking`); O(1) once counted.
+    #[pyo3(signature = (encoding, thinking = None))]
+    fn token_count(
+        &self,
+        py: Python<'_>,
+        encoding: &Bound<'_, PyAny>,
+        thinking: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<u64> {
         let e: Encoding = named(encoding, "token_count: encoding")?;
-        Ok(py.detach(|| self.inner.write().token_count(e)))
+        let thinking: Thinking = optional(thinking, "token_count: thinking")?.unwrap_or_default();
+        Ok(py.detach(|| self.inner.write().token_count_with(e, thinking)))
     }
 
     fn copy(&self, py: Python<'_>) -> Self {

@@ -3,12 +3,11 @@
 
 use pyo3::prelude::*;
 
-use rayon::prelude::*;
-
 use crate::core::error::Error;
 use crate::core::tokens::Encoding;
+use crate::core::turns::{self, Thinking};
 
-use crate::python::config::{named, string, strings};
+use crate::python::config::{named, optional, string, strings};
 use crate::python::convert::Encoded;
 
 /// Texts longer than this are counted with the GIL released.
@@ -43,22 +42,33 @@ pub fn count_message(message: &Bound<'_, PyAny>, encoding: &Bound<'_, PyAny>) ->
     Ok(e.count_message(encoded.message(0)))
 }
 
-/// The tokens of each message (no priming), counted on all cores with the GIL released.
+/// The tokens of each message sent in one request, the thinking of earlier turns dropped or
+/// counted by `thinking` (no priming), counted on all cores with the GIL released.
 #[pyfunction]
+#[pyo3(signature = (messages, encoding, thinking = None))]
 pub fn count_message_list(
     py: Python<'_>,
     messages: &Bound<'_, PyAny>,
     encoding: &Bound<'_, PyAny>,
+    thinking: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Vec<u64>> {
     let e: Encoding = named(encoding, "count_messages: encoding")?;
+    let thinking: Thinking = optional(thinking, "count_messages: thinking")?.unwrap_or_default();
     let encoded = Encoded::of_list(messages)?;
     Ok(py.detach(|| {
-        (0..encoded.len())
-            .into_par_iter()
-            .with_min_len(16)
-            .map(|i| e.count_message(encoded.message(i)))
-            .collect()
+        let messages: Vec<_> = (0..encoded.len()).map(|i| encoded.message(i)).collect();
+        e.count_message_list(&messages, thinking)
     }))
+}
+
+/// The position of the last of `messages` that opens a user turn (0 when none does): the
+/// thinking of the messages before it belongs to earlier turns.
+#[pyfunction]
+pub fn current_turn_start(messages: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let encoded = Encoded::of_list(messages)?;
+    Ok(turns::current_turn_start(
+        (0..encoded.len()).map(|i| encoded.message(i)),
+    ))
 }
 
 /// The canonical name of an encoding given by name or by model name; `place` names it in an

@@ -2,14 +2,63 @@
 //! per-message cache is `core/token_counts.rs`).
 
 use crate::core::arena::NodeId;
+use crate::core::config::Role;
 use crate::core::store::Store;
 use crate::core::tokens::Encoding;
+use crate::core::turns::{Thinking, opens_turn};
 
 impl Store {
-    /// The tokens of the visible messages: each message's count plus the reply priming (none when
-    /// nothing is visible). O(1) once counted; O(k) after k appends; the first call counts every
-    /// visible message, spread over the cores.
+    /// [`Store::token_count_with`] by the providers' default rule ([`Thinking::DropEarlier`]).
     pub fn token_count(&mut self, encoding: Encoding) -> u64 {
+        self.token_count_with(encoding, Thinking::default())
+    }
+
+    /// The tokens of the visible messages sent in one request: each message's count plus the
+    /// reply priming (none when nothing is visible), less the thinking of earlier turns with
+    /// [`Thinking::DropEarlier`]. O(1) once counted (plus a walk back over the current turn when
+    /// some message has thinking); O(k) after k appends; the first call counts every visible
+    /// message, spread over the cores.
+    pub fn token_count_with(&mut self, encoding: Encoding, thinking: Thinking) -> u64 {
+        let total = self.token_count_of_all(encoding);
+        if thinking == Thinking::Count || !self.token_counts.any_thinking(encoding) {
+            return total;
+        }
+        total - self.earlier_thinking(encoding)
+    }
+
+    /// The position of the last of the first `end` visible messages that opens a user turn (0
+    /// when none does): the thinking before it is earlier turns'. O(the current turn).
+    pub fn turn_start(&self, end: usize) -> usize {
+        let visible = &self.view.visible;
+        (0..end.min(visible.len()))
+            .rev()
+            .find(|&pos| {
+                let id = visible[pos];
+                self.arena.role(id) == Role::User && opens_turn(self.arena.message(id))
+            })
+            .unwrap_or(0)
+    }
+
+    /// The tokens of the thinking of the visible messages before the current turn, every visible
+    /// message counted. Memoised per view: O(k) after k appends.
+    fn earlier_thinking(&mut self, encoding: Encoding) -> u64 {
+        let turn = self.turn_start(self.view.visible.len());
+        let (from, mut sum) = match self.view.token_totals.thinking(encoding) {
+            Some((n, sum)) if n <= turn => (n, sum),
+            _ => (0, 0),
+        };
+        sum += self
+            .view
+            .visible
+            .range(from..turn)
+            .map(|id| self.token_counts.thinking(encoding, id))
+            .sum::<u64>();
+        self.view.token_totals.set_thinking(encoding, turn, sum);
+        sum
+    }
+
+    /// The tokens of the visible messages, every thinking block counted.
+    fn token_count_of_all(&mut self, encoding: Encoding) -> u64 {
         let len = self.view.visible.len();
         let (counted, mut total) = self.view.token_totals.get(encoding).unwrap_or((0, 0));
         let counted = counted.min(len);
@@ -81,6 +130,58 @@ mod tests {
             store.token_count(Encoding::Cl100kBase),
             recount(&store, Encoding::Cl100kBase)
         );
+    }
+
+    fn json_incoming(messages: &[serde_json::Value]) -> Incoming {
+        let mut incoming = Incoming::default();
+        for message in messages {
+            let (start, mut e) = incoming.encoder();
+            crate::core::value::encode_json(&mut e, message);
+            incoming.finish(start, || "m".into()).unwrap();
+        }
+        incoming
+    }
+
+    fn sent(store: &Store, encoding: Encoding, thinking: Thinking) -> u64 {
+        let messages: Vec<_> = store.visible().iter().map(|&id| store.arena().message(id)).collect();
+        let counts = encoding.count_message_list(&messages, thinking);
+        counts.iter().sum::<u64>() + if counts.is_empty() { 0 } else { encoding.priming() }
+    }
+
+    #[test]
+    fn the_total_leaves_out_earlier_turns_thinking_through_appends_and_rollback() {
+        let e = Encoding::O200kBase;
+        let think = |text: &str| serde_json::json!({"role": "assistant", "content": [{"type": "thinking", "thinking": text}, {"type": "text", "text": "ok"}]});
+        let mut store = Store::default();
+        store.append(&json_incoming(&[
+            serde_json::json!({"role": "user", "content": "plan a trip"}),
+            think(&"Paris or Rome? ".repeat(20)),
+        ]));
+        let one_turn = store.token_count(e);
+        assert_eq!(
+            one_turn,
+            store.token_count_with(e, Thinking::Count),
+            "one turn: all of it counts"
+        );
+        let before = store.checkpoint("c".into());
+        store.append(&json_incoming(&[
+            serde_json::json!({"role": "user", "content": "and then?"}),
+            think("Rome."),
+        ]));
+        for thinking in [Thinking::DropEarlier, Thinking::Count] {
+            assert_eq!(store.token_count_with(e, thinking), sent(&store, e, thinking));
+        }
+        assert!(store.token_count(e) < store.token_count_with(e, Thinking::Count));
+        store.append(&json_incoming(&[
+            serde_json::json!({"role": "user", "content": "thanks"}),
+        ]));
+        assert_eq!(
+            store.token_count(e),
+            sent(&store, e, Thinking::DropEarlier),
+            "the memo extends"
+        );
+        store.rollback(before).unwrap();
+        assert_eq!(store.token_count(e), one_turn);
     }
 
     #[test]

@@ -8,7 +8,8 @@ use crate::core::config::{Budget, Strategy};
 use crate::core::cow_vec::CowVec;
 use crate::core::snapshot::View;
 use crate::core::store::Store;
-use crate::core::trim::{Selection, Slot, exact_cut, finish, select};
+use crate::core::trim::{Selection, Slot, exact_cut, finish, kept_end, select};
+use crate::core::turns::Thinking;
 
 /// Counts are computed this many at a time when a trim reaches uncounted messages (doubling up
 /// to `PREFETCH_MAX`), on all cores: a cold history is counted about as fast as `token_count`,
@@ -18,11 +19,20 @@ const PREFETCH_MAX: usize = 1 << 14;
 
 impl Store {
     /// TRIM with the cached counts of `encoding`: plan, cut (if asked) and apply under one lock.
-    /// A new batch. O(k) for k messages looked at, once counted.
-    pub fn trim_to_tokens(&mut self, budget: &Budget, description: String) {
+    /// With [`Thinking::DropEarlier`] and the newest messages kept, the messages before the kept
+    /// history's current turn ([`Store::turn_start`]) cost their count less their thinking (the
+    /// kept tail holds that turn's opening message, or none at all, so it is the same turn);
+    /// keeping the first messages, thinking is counted in full (the kept head's last turn is not
+    /// known before it is chosen), which can only under-fill the budget. A new batch. O(k) for k
+    /// messages looked at, once counted.
+    pub fn trim_to_tokens(&mut self, budget: &Budget, thinking: Thinking, description: String) {
         let encoding = budget.encoding;
         let visible = self.view.visible.clone();
         let len = visible.len();
+        let turn = match (thinking, budget.strategy) {
+            (Thinking::DropEarlier, Strategy::Last) => self.turn_start(kept_end(&visible, &self.arena, budget)),
+            _ => 0,
+        };
         let (arena, counts) = (&self.arena, &mut self.token_counts);
         let mut window = PREFETCH_FIRST;
         let selection = select(
@@ -32,16 +42,20 @@ impl Store {
             encoding.priming(),
             &mut |pos| {
                 let id = visible[pos];
-                if let Some(c) = counts.get(encoding, id) {
-                    return c;
+                let full = counts.get(encoding, id).unwrap_or_else(|| {
+                    let ahead = match budget.strategy {
+                        Strategy::Last => (pos + 1).saturating_sub(window)..pos + 1,
+                        Strategy::First => pos..(pos + window).min(len),
+                    };
+                    counts.fill(arena, encoding, visible.range(ahead));
+                    window = (window * 2).min(PREFETCH_MAX);
+                    counts.count(arena, encoding, id)
+                });
+                if pos < turn {
+                    full - counts.thinking(encoding, id)
+                } else {
+                    full
                 }
-                let ahead = match budget.strategy {
-                    Strategy::Last => (pos + 1).saturating_sub(window)..pos + 1,
-                    Strategy::First => pos..(pos + window).min(len),
-                };
-                counts.fill(arena, encoding, visible.range(ahead));
-                window = (window * 2).min(PREFETCH_MAX);
-                counts.count(arena, encoding, id)
             },
             &mut |_| 0,
         );
@@ -136,7 +150,7 @@ mod tests {
         let mut lazy = store(&history);
         lazy.trim_to_tokens_lazily(&budget, "t".into());
         let mut eager = store(&history);
-        eager.trim_to_tokens(&budget, "t".into());
+        eager.trim_to_tokens(&budget, Thinking::default(), "t".into());
         assert_eq!(lazy.visible(), eager.visible());
         assert_eq!(lazy.len(), 2, "the new turn is kept");
         // The old turn's 2,000 words pass the room on their bounds: neither message is counted.
