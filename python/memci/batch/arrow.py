@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memci._optional import needs_extra
 from memci.batch.pipeline import BadRecord, BatchSummary, Pipeline
 from memci.errors import InvalidOperationError
 
@@ -31,10 +32,8 @@ DEFAULT_BATCH_ROWS = 4096
 
 
 def _pyarrow() -> Any:
-    try:
+    with needs_extra("arrow", "memci.batch.arrow"):
         import pyarrow
-    except ImportError as e:  # pragma: no cover  # the arrow extra is installed for the tests
-        raise ImportError("memci.batch.arrow needs pyarrow: pip install 'memci[arrow]'") from e
     return pyarrow
 
 
@@ -105,7 +104,8 @@ def run_parquet(
     ``output`` (same schema), under a temporary name renamed at the end; bad rows go to
     ``errors`` as JSONL (``{"row", "path", "reason"}``). ``progress`` gets ``(rows_read,
     rows_total, rows_read)``."""
-    import pyarrow.parquet as pq
+    with needs_extra("arrow", "memci.batch.arrow"):
+        import pyarrow.parquet as pq
 
     started = time.perf_counter()
     source = pq.ParquetFile(os.fspath(input))

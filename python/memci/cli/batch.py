@@ -22,6 +22,7 @@ from types import FrameType
 from typing import Any
 
 from memci import ops
+from memci._optional import needs_extra
 from memci.batch import BatchSummary, Pipeline, Step, count_tokens, sanitize, trim_to_tokens
 from memci.errors import MemciError
 
@@ -185,7 +186,8 @@ def run_batch(args: argparse.Namespace) -> int:
 
 
 def _run_ray(pipeline: Pipeline, args: argparse.Namespace) -> BatchSummary:
-    import ray
+    with needs_extra("ray", "memci batch --ray"):
+        import ray
 
     from memci.integrations.ray import run
 

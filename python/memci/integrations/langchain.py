@@ -20,10 +20,13 @@ import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
-from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
-from langchain_core.tools import BaseTool, StructuredTool
+from memci._optional import needs_extra
+
+with needs_extra("langchain", __name__):
+    from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+    from langchain_core.chat_history import BaseChatMessageHistory
+    from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
+    from langchain_core.tools import BaseTool, StructuredTool
 
 from memci import tokens
 from memci.context.system import ContextSystem

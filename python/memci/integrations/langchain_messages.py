@@ -13,7 +13,10 @@ import copy
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from langchain_core.messages import BaseMessage
+from memci._optional import needs_extra
+
+with needs_extra("langchain", __name__):
+    from langchain_core.messages import BaseMessage
 
 from memci import sanitize, tokens
 from memci.array import MessageArray

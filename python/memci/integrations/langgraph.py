@@ -23,11 +23,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
-from langchain_core.tools import StructuredTool
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
-from langgraph.prebuilt.chat_agent_executor import AgentState
-from langgraph.store.base import BaseStore
+from memci._optional import needs_extra
+
+with needs_extra("langgraph", __name__):
+    from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
+    from langchain_core.tools import StructuredTool
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+    from langgraph.prebuilt.chat_agent_executor import AgentState
+    from langgraph.store.base import BaseStore
 
 from memci import tokens
 from memci.context.system import ContextSystem
