@@ -20,7 +20,7 @@ PYLIBDIR = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_config_var("L
 
 .PHONY: help
 help: ## Show this help
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -72,14 +72,40 @@ test: build-dev lint redis-server postgres-server ## Build, lint, cargo tests, p
 docs: build-dev ## Build the documentation site into site/ (mkdocs-material + mkdocstrings, strict: a broken link fails)
 	$(DOCS_BUILD)
 
+# The Linux wheels' platform: glibc 2.17 and later (manylinux2014). zig links the extension against
+# that glibc's symbol versions, whatever glibc the build machine has (see docs/installing.md).
+MANYLINUX ?= manylinux_2_17
+# maturin finds zig (PyPI's ziglang) as `python3 -m ziglang` on the PATH.
+ZIG_PATH = PATH=$(abspath $(BIN)):$$PATH
+
+$(VENV)/.dist-tools: $(VENV)/.installed
+	$(PY) -m pip install -q 'ziglang>=0.13' 'auditwheel>=6.1'
+	touch $@
+
 .PHONY: dist
-dist: install ## Build the abi3 wheel (release) and the sdist into dist/
-	$(BIN)/maturin build --release --out dist
+dist: $(VENV)/.dist-tools ## Build this machine's manylinux abi3 wheel (release, zig) and the sdist into dist/; check the wheel
+	rm -f dist/memci-*$(MANYLINUX)_$(shell uname -m)*.whl dist/memci-*.tar.gz
+	$(ZIG_PATH) $(BIN)/maturin build --release --zig --compatibility $(MANYLINUX) --out dist
 	$(BIN)/maturin sdist --out dist
+	bash scripts/check_wheel.sh $(PY) $(MANYLINUX) dist/memci-*$(MANYLINUX)_$(shell uname -m).whl
+
+.PHONY: dist-aarch64
+dist-aarch64: $(VENV)/.dist-tools ## Cross-build the manylinux aarch64 wheel into dist/ (Debian's rustc-web and its arm64 std: installed with apt-get)
+	bash scripts/aarch64_toolchain.sh
+	rm -f dist/memci-*$(MANYLINUX)_aarch64*.whl
+	$(ZIG_PATH) RUSTC=$$(bash scripts/aarch64_toolchain.sh --rustc) \
+		$(BIN)/maturin build --release --zig --compatibility $(MANYLINUX) --target aarch64-unknown-linux-gnu --out dist
+	bash scripts/check_wheel.sh $(PY) $(MANYLINUX) dist/memci-*$(MANYLINUX)_aarch64*.whl
+
+.PHONY: min-versions
+min-versions: install ## Each extra at its lower bounds in a venv of its own, running its tests (EXTRAS="a b": only those)
+	rm -rf target/min-versions/wheel
+	$(BIN)/maturin build --profile $(PROFILE) --out target/min-versions/wheel
+	$(PY) scripts/check_min_versions.py target/min-versions/wheel/memci-*.whl $(EXTRAS)
 
 .PHONY: sdist-check
-sdist-check: install ## Install the sdist from a clean copy into a fresh venv, then import memci and count
-	CARGO_TARGET_DIR=$(abspath target) bash scripts/check_sdist.sh $(PY)
+sdist-check: install ## The sdist from a clean copy; the manylinux wheel built from it, checked by auditwheel, installed into a fresh venv, imported
+	CARGO_TARGET_DIR=$(abspath target) MANYLINUX=$(MANYLINUX) PROFILE=$(PROFILE) bash scripts/check_sdist.sh $(PY)
 
 .PHONY: bench
 bench: FEATURES = count-alloc

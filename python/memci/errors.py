@@ -16,6 +16,7 @@ __all__ = [
     "InvalidMessageError",
     "InvalidOperationError",
     "MemciError",
+    "MissingExtraError",
     "PageError",
     "PositionError",
     "StateError",
@@ -90,6 +91,18 @@ class ConflictError(StorageError):
         super().__init__(message, where)
         self.revision = revision
         self.stored_revision = stored_revision
+
+
+class MissingExtraError(MemciError, ModuleNotFoundError):
+    """A feature needs an optional dependency that is missing, or too old to import from.
+
+    ``extra`` names the extra that brings it (``pip install 'memci[extra]'``); ``name`` is the
+    module that could not be imported, as on any ``ImportError``.
+    """
+
+    def __init__(self, message: str, *, extra: str, name: str | None = None) -> None:
+        super().__init__(message, name=name)
+        self.extra = extra
 
 
 def shown(value: object, limit: int = 60) -> str:

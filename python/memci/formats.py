@@ -27,6 +27,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypeAlias, TypedDict, cast
 
+from memci._optional import needs_extra
 from memci.errors import InvalidMessageError, repr_of
 
 if TYPE_CHECKING:
@@ -618,10 +619,8 @@ def from_responses(items: Iterable[Any]) -> list[ChatMessage]:
 
 
 def _langchain() -> Any:
-    try:
+    with needs_extra("langchain", "memci.formats' LangChain conversions"):
         from langchain_core import messages
-    except ImportError:  # pragma: no cover - exercised only without the optional extra
-        raise ImportError("memci.formats needs langchain-core for this: pip install 'memci[langchain]'") from None
     return messages
 
 

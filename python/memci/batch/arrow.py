@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
+from memci._optional import needs_extra
 from memci.batch.output import positive_int, run_files, written
 from memci.batch.pipeline import BadRecord, BatchSummary, Pipeline
 from memci.errors import InvalidOperationError, StorageError, repr_of
@@ -32,10 +33,8 @@ DEFAULT_BATCH_ROWS = 4096
 
 
 def _pyarrow() -> Any:
-    try:
+    with needs_extra("arrow", "memci.batch.arrow"):
         import pyarrow
-    except ImportError as e:  # pragma: no cover  # the arrow extra is installed for the tests
-        raise ImportError("memci.batch.arrow needs pyarrow: pip install 'memci[arrow]'") from e
     return pyarrow
 
 
@@ -149,7 +148,8 @@ def run_parquet(
     rows_total, rows_read)``. A file pyarrow cannot read, or an input that changed while it was
     read, raises :class:`~memci.errors.StorageError` naming it, and nothing is renamed into
     place."""
-    import pyarrow.parquet as pq
+    with needs_extra("arrow", "memci.batch.arrow"):
+        import pyarrow.parquet as pq
 
     pa = _pyarrow()
     if not isinstance(pipeline, Pipeline):

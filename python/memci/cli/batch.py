@@ -25,6 +25,7 @@ from types import FrameType
 from typing import Any
 
 from memci import ops
+from memci._optional import needs_extra
 from memci.batch import BatchSummary, Pipeline, Step, count_tokens, sanitize, trim_to_tokens
 from memci.batch.output import is_streamed
 from memci.batch.pipeline import MAX_WORKERS
@@ -200,7 +201,8 @@ def _not_written(output: str) -> str:
 
 
 def _run_ray(pipeline: Pipeline, args: argparse.Namespace) -> BatchSummary:
-    import ray
+    with needs_extra("ray", "memci batch --ray"):
+        import ray
 
     from memci.integrations.ray import run
 

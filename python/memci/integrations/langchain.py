@@ -25,12 +25,15 @@ import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, NotRequired, cast
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
-from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import AnyMessage, BaseMessage, message_to_dict, messages_from_dict
-from langchain_core.tools import BaseTool, StructuredTool
-from langgraph.prebuilt import ToolRuntime
-from langgraph.runtime import Runtime
+from memci._optional import needs_extra
+
+with needs_extra("langchain", __name__):
+    from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+    from langchain_core.chat_history import BaseChatMessageHistory
+    from langchain_core.messages import AnyMessage, BaseMessage, message_to_dict, messages_from_dict
+    from langchain_core.tools import BaseTool, StructuredTool
+    from langgraph.prebuilt import ToolRuntime
+    from langgraph.runtime import Runtime
 
 from memci import tokens
 from memci.context.system import ContextSystem

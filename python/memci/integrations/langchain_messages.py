@@ -17,7 +17,10 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from memci._optional import needs_extra
+
+with needs_extra("langchain", __name__):
+    from langchain_core.messages import BaseMessage
 
 from memci import sanitize, tokens
 from memci.array import MessageArray

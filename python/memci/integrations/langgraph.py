@@ -24,13 +24,16 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any
 
-from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
-from langchain_core.tools import StructuredTool
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
-from langgraph.prebuilt import ToolRuntime
-from langgraph.prebuilt.chat_agent_executor import AgentState
-from langgraph.store.base import BaseStore
-from langgraph.types import Command
+from memci._optional import needs_extra
+
+with needs_extra("langgraph", __name__):
+    from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
+    from langchain_core.tools import StructuredTool
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+    from langgraph.prebuilt import ToolRuntime
+    from langgraph.prebuilt.chat_agent_executor import AgentState
+    from langgraph.store.base import BaseStore
+    from langgraph.types import Command
 
 from memci import tokens
 from memci.context.system import ContextSystem

@@ -26,11 +26,14 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
-from llama_index.core.llms.llm import LLM
-from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY, BaseChatStoreMemory
-from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
+from memci._optional import needs_extra
+
+with needs_extra("llama-index", __name__):
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
+    from llama_index.core.bridge.pydantic import Field, PrivateAttr
+    from llama_index.core.llms.llm import LLM
+    from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY, BaseChatStoreMemory
+    from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
 
 from memci import tokens
 from memci.array import MessageArray

@@ -22,9 +22,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from llama_index.core.base.llms.types import ChatMessage
-from llama_index.core.bridge.pydantic import PrivateAttr
-from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
+from memci._optional import needs_extra
+
+with needs_extra("llama-index", __name__):
+    from llama_index.core.base.llms.types import ChatMessage
+    from llama_index.core.bridge.pydantic import PrivateAttr
+    from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
 
 from memci.errors import ConflictError, InvalidOperationError, StorageError
 from memci.storage.memory import MemoryStorage

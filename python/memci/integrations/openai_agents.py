@@ -26,10 +26,13 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
-from agents.items import TResponseInputItem
-from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
-from agents.tool import FunctionTool, Tool
-from agents.tool_context import ToolContext
+from memci._optional import needs_extra
+
+with needs_extra("openai-agents", __name__):
+    from agents.items import TResponseInputItem
+    from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
+    from agents.tool import FunctionTool, Tool
+    from agents.tool_context import ToolContext
 
 from memci.array import MessageArray
 from memci.context.async_system import AnySummarizer, AsyncContextSystem

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from memci._optional import needs_extra
 from memci.batch.arrow import run_table
 from memci.batch.pipeline import BadRecord, BatchSummary, Pipeline, Step
 
@@ -66,7 +67,8 @@ class BatchMapper:
         self.report = report
 
     def __call__(self, batch: Any) -> Any:
-        import pyarrow as pa
+        with needs_extra("ray", "memci.integrations.ray.BatchMapper"):
+            import pyarrow as pa
 
         if isinstance(batch, pa.Table):
             return self._run(batch)
@@ -124,7 +126,8 @@ def run(
     and written to ``errors`` as JSONL, as the local pipeline writes them (``{"line", "path",
     "reason"}`` for JSONL, the 0-based ``"row"`` for Parquet); the summary has the local run's
     counts (conversations, bad records, messages in and out, removals, tokens, bytes)."""
-    import ray
+    with needs_extra("ray", "memci.integrations.ray.run"):
+        import ray
 
     ray.data.DataContext.get_current().execution_options.preserve_order = True
     path = os.fspath(input)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from memci._optional import needs_extra
 from memci.errors import StorageError
 from memci.storage.async_json_store import AsyncJsonStore, existing_pages
 from memci.storage.json_store import COMMIT_ATTEMPTS, Commit
@@ -52,11 +53,9 @@ class AsyncRedisStorage(AsyncJsonStore):
         self, target: str | redis.asyncio.Redis = "redis://localhost:6379/0", *, prefix: str = "memci:"
     ) -> None:
         super().__init__()
-        try:
+        with needs_extra("redis", "AsyncRedisStorage"):
             import redis
             import redis.asyncio
-        except ImportError as e:
-            raise ImportError("AsyncRedisStorage needs the redis package: pip install 'memci[redis]'") from e
         self._keys = redis_keys(prefix)
         self.prefix = prefix
         self._errors: tuple[type[Exception], ...] = (redis.RedisError,)

@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from memci._optional import needs_extra
 from memci.errors import StorageError
 from memci.storage.async_json_store import AsyncJsonStore, existing_pages
 from memci.storage.json_store import COMMIT_ATTEMPTS, Commit
@@ -88,10 +89,8 @@ class AsyncSqliteStorage(AsyncJsonStore):
         return place_in(self.path, self.namespace, index)
 
     async def _open(self) -> None:
-        try:
+        with needs_extra("async", "AsyncSqliteStorage"):
             import aiosqlite
-        except ImportError as e:
-            raise ImportError("AsyncSqliteStorage needs the aiosqlite package: pip install 'memci[async]'") from e
 
         def prepare() -> None:  # creates, checks or upgrades the schema, and refuses what is not a store
             SqliteStorage(

@@ -22,6 +22,7 @@ import hmac
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from memci._optional import needs_extra
 from memci.errors import ConflictError, StorageError, repr_of
 from memci.storage.json_store import check_index, decode_page, decode_state, encode_page, encode_state, same_content
 
@@ -52,10 +53,8 @@ class Sealer:
     __slots__ = ("_keys", "key_id")
 
     def __init__(self, key: bytes, key_id: str = "1", old_keys: Mapping[str, bytes] | None = None) -> None:
-        try:
+        with needs_extra("encryption", "EncryptedStorage"):
             from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-        except ImportError as e:
-            raise ImportError("EncryptedStorage needs the cryptography package: pip install 'memci[encryption]'") from e
         if old_keys is not None and not isinstance(old_keys, Mapping):
             raise StorageError(f"old_keys must be a mapping of key id to key, got {repr_of(old_keys)}", "old_keys")
         checked = [(key_id, _check_key(key_id, key)), *((k, _check_key(k, v)) for k, v in (old_keys or {}).items())]

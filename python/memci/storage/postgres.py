@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from memci._optional import needs_extra
 from memci.errors import StorageError, repr_of
 from memci.storage.arguments import check_name, check_seconds
 from memci.storage.json_store import Commit, JsonStore, check_index, decode_page, settled
@@ -265,11 +266,10 @@ class PostgresTarget:
         """Check the options (:class:`StorageError`) and keep them; ``pool_kind``: the pool class
         of psycopg_pool a ``target`` may be instead of a connection string."""
         name = type(self).__name__
-        try:
+        with needs_extra("postgres", name):
             import psycopg
             import psycopg_pool
-        except ImportError as e:
-            raise ImportError(f"{name} needs psycopg and psycopg-pool: pip install 'memci[postgres]'") from e
+
         self.ttl = check_options(namespace, ttl, timeout, pool_size)
         check_dsn(target, name, getattr(psycopg_pool, pool_kind))
         self.namespace = namespace  # type: ignore[assignment]  # checked above

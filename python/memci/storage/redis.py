@@ -23,6 +23,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from memci._optional import needs_extra
 from memci.errors import StorageError
 from memci.storage.arguments import check_name, url_shown
 from memci.storage.json_store import COMMIT_ATTEMPTS, Commit, JsonStore
@@ -160,10 +161,8 @@ class RedisStorage(JsonStore):
 
     def __init__(self, target: str | redis.Redis = "redis://localhost:6379/0", *, prefix: str = "memci:") -> None:
         super().__init__()
-        try:
+        with needs_extra("redis", "RedisStorage"):
             import redis
-        except ImportError as e:
-            raise ImportError("RedisStorage needs the redis package: pip install 'memci[redis]'") from e
         self._keys = redis_keys(prefix)
         self.prefix = prefix
         self._errors: tuple[type[Exception], ...] = (redis.RedisError,)
