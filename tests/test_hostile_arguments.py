@@ -727,8 +727,6 @@ def test_other_public_methods_raise_memci_errors_and_change_nothing(
 # test's own (the run's working folder too), or junk that is not a usable path: a path that names
 # nothing is an OSError by the contract, not an argument fault.
 
-import os  # noqa: E402  # this section's own imports, kept beside it
-
 from memci import batch  # noqa: E402
 from memci.batch import arrow as batch_arrow  # noqa: E402
 
