@@ -1,9 +1,15 @@
 """Shared pieces of the batch tests: pipelines to try, datasets of damaged conversations in both
-formats, and the reference: the same steps run one conversation at a time through MessageArray."""
+formats, the reference (the same steps run one conversation at a time through MessageArray), the
+changes made to an input under a run, and a FIFO with a reader."""
 
 from __future__ import annotations
 
 import json
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import memci
@@ -69,3 +75,61 @@ def messages_of(line: str | bytes) -> list[Message]:
 
 
 __all__ = ["PIPELINES", "as_line", "conversations", "datasets", "messages_of", "ops", "reference"]
+
+
+#: A record of the input-change tests (a user question, an answer).
+RECORD = json.dumps([{"role": "user", "content": "question " * 20}, {"role": "assistant", "content": "answer"}])
+
+
+def cut_short(path: Path) -> None:
+    """Truncate the file mid-line, as a writer rewriting it in place would."""
+    os.truncate(path, path.stat().st_size // 2 + 7)
+
+
+def grown(path: Path) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        f.write((RECORD + "\n") * 10)
+
+
+def rewritten(path: Path) -> None:
+    """The same size, other bytes, a later modification time."""
+    data = path.read_bytes().replace(b"question", b"QUESTION")
+    path.write_bytes(data)
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+
+
+def replaced(path: Path) -> None:
+    """Another file renamed into its place (the run goes on reading the one it opened)."""
+    other = path.with_name("other.jsonl")
+    other.write_bytes(path.read_bytes())
+    os.replace(other, path)
+
+
+CHANGES: dict[str, Callable[[Path], None]] = {
+    "cut short": cut_short,
+    "grown": grown,
+    "rewritten": rewritten,
+    "replaced": replaced,
+}
+
+
+@contextmanager
+def fifo_reader(path: Path) -> Iterator[list[bytes]]:
+    """A FIFO at ``path`` and a thread reading it to its end; what it read is in the list after."""
+    os.mkfifo(path)
+    got: list[bytes] = []
+
+    def read() -> None:
+        with path.open("rb") as f:
+            got.append(f.read())
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        yield got
+    finally:
+        if reader.is_alive():  # the run never opened it: open it once so the reader ends
+            with path.open("wb"):
+                pass
+        reader.join()

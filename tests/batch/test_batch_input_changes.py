@@ -8,19 +8,17 @@ chunks, with the file half read."""
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from batch_helpers import CHANGES, RECORD, cut_short
 from memci import batch
 from memci.cli import batch as cli_batch
 from memci.cli.main import main
 from memci.errors import StorageError
 
-RECORD = json.dumps([{"role": "user", "content": "question " * 20}, {"role": "assistant", "content": "answer"}])
 RECORDS = 400
 
 
@@ -28,39 +26,6 @@ def write_source(tmp_path: Path, records: int = RECORDS) -> Path:
     path = tmp_path / "in.jsonl"
     path.write_text((RECORD + "\n") * records, encoding="utf-8")
     return path
-
-
-def cut_short(path: Path) -> None:
-    """Truncate the file mid-line, as a writer rewriting it in place would."""
-    os.truncate(path, path.stat().st_size // 2 + 7)
-
-
-def grown(path: Path) -> None:
-    with path.open("a", encoding="utf-8") as f:
-        f.write((RECORD + "\n") * 10)
-
-
-def rewritten(path: Path) -> None:
-    """The same size, other bytes, a later modification time."""
-    data = path.read_bytes().replace(b"question", b"QUESTION")
-    path.write_bytes(data)
-    st = path.stat()
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
-
-
-def replaced(path: Path) -> None:
-    """Another file renamed into its place (the run goes on reading the one it opened)."""
-    other = path.with_name("other.jsonl")
-    other.write_bytes(path.read_bytes())
-    os.replace(other, path)
-
-
-CHANGES: dict[str, Callable[[Path], None]] = {
-    "cut short": cut_short,
-    "grown": grown,
-    "rewritten": rewritten,
-    "replaced": replaced,
-}
 
 
 def once(change: Callable[[Path], None], path: Path) -> Callable[[int, int, int], None]:

@@ -1,6 +1,8 @@
 """The pipeline on a local Ray (started here, shut down after): map_batches with BatchMapper on
 Arrow and pandas batches, and the JSONL and Parquet runs of memci.integrations.ray, all equal to
-the iterable path."""
+the iterable path; their output goes where it points (a symlink's file, a FIFO, never a directory)
+and an input changed under the run (from the progress callback: at a point of the run, not a time)
+is an error with nothing renamed into place."""
 
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from batch_helpers import PIPELINES, reference
+from batch_helpers import CHANGES, PIPELINES, RECORD, fifo_reader, reference
 from memci import batch
+from memci.errors import StorageError
 from tool_histories import ANTHROPIC, OPENAI
 
 ray = pytest.importorskip("ray")
@@ -101,9 +104,8 @@ def damaged_lines(data: list[list[dict[str, Any]]]) -> list[str]:
     return lines
 
 
-#: Not compared: times and byte counts differ by nature; a Ray run's mapper never sees the blank
-#: lines it drops, so it counts neither them nor their records.
-UNCOMPARED = {"seconds", "bytes_in", "bytes_out", "records", "blank"}
+#: Not compared: times and byte counts differ by nature.
+UNCOMPARED = {"seconds", "bytes_in", "bytes_out"}
 
 
 def comparable(summary: batch.BatchSummary) -> dict[str, Any]:
@@ -118,7 +120,9 @@ def test_a_jsonl_run_on_ray_reports_what_the_local_run_reports(tmp_path: Path) -
     on_ray = run(batch.Pipeline(STEPS), source, tmp_path / "ray.jsonl", errors=tmp_path / "ray.errors")
     assert local.bad == 3
     assert local.conversations == 24
+    assert local.blank == 2
     assert comparable(on_ray) == comparable(local)
+    assert on_ray.records == on_ray.conversations + on_ray.bad + on_ray.blank
     assert (tmp_path / "ray.jsonl").read_text("utf-8") == (tmp_path / "local.jsonl").read_text("utf-8")
     errors = [json.loads(x) for x in (tmp_path / "ray.errors").read_text("utf-8").splitlines()]
     assert errors == [json.loads(x) for x in (tmp_path / "local.errors").read_text("utf-8").splitlines()]
@@ -158,3 +162,73 @@ def test_a_reporting_mapper_returns_every_row_and_the_batch_totals() -> None:
     assert json.loads(totals[0])["conversations"] == 6
     assert json.loads(totals[0])["bad"] == 1
     assert BatchMapper(STEPS)(table).num_rows == 6  # without report: bad rows dropped, schema kept
+
+
+def partials(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if ".partial" in p.name)
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_a_ray_run_writes_through_a_symlink_and_into_a_fifo(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(damaged_lines(dataset(12))) + "\n", encoding="utf-8")
+    local = batch.Pipeline(STEPS).run_jsonl(source, tmp_path / "local.jsonl", errors=tmp_path / "local.errors")
+    real, link = tmp_path / "real.jsonl", tmp_path / "link.jsonl"
+    real.write_text("old\n")
+    link.symlink_to(real.name)
+    with fifo_reader(tmp_path / "errors.fifo") as got:
+        on_ray = run(batch.Pipeline(STEPS), source, link, errors=tmp_path / "errors.fifo")
+    assert comparable(on_ray) == comparable(local)
+    assert link.is_symlink()
+    assert real.read_bytes() == (tmp_path / "local.jsonl").read_bytes()
+    assert (tmp_path / "errors.fifo").is_fifo()
+    expected_errors = (tmp_path / "local.errors").read_text("utf-8").splitlines()
+    assert [json.loads(x) for x in got[0].decode().splitlines()] == [json.loads(x) for x in expected_errors]
+    assert len(expected_errors) == 3
+    assert partials(tmp_path) == []
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_a_ray_run_refuses_a_directory_and_leaves_no_partial_file(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(damaged_lines(dataset(6))) + "\n", encoding="utf-8")
+    (tmp_path / "out").mkdir()
+    with pytest.raises(IsADirectoryError):
+        run(batch.Pipeline(STEPS), source, tmp_path / "out", errors=tmp_path / "errors.jsonl")
+    assert list((tmp_path / "out").iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out"]
+
+
+@pytest.mark.usefixtures("local_ray")
+@pytest.mark.parametrize("name", CHANGES)
+def test_an_input_changed_under_a_ray_run_is_an_error_and_nothing_is_renamed(tmp_path: Path, name: str) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text((RECORD + "\n") * 600, encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    out.write_text("the previous output\n")
+    calls: list[tuple[int, int, int]] = []
+
+    def progress(read: int, total: int, records: int) -> None:
+        if not calls:
+            CHANGES[name](source)
+        calls.append((read, total, records))
+
+    with pytest.raises(StorageError, match="changed while the run read it") as raised:
+        run(batch.Pipeline(STEPS), source, out, errors=tmp_path / "errors.jsonl", progress=progress)
+    assert raised.value.where == str(source)
+    assert calls
+    assert out.read_text() == "the previous output\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl"]
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_a_parquet_input_changed_under_a_ray_run_writes_no_folder(tmp_path: Path) -> None:
+    source, target = tmp_path / "in.parquet", tmp_path / "out"
+    pq.write_table(pa.table({"messages": [json.dumps(c) for c in dataset(10)]}), source)
+
+    def progress(read: int, total: int, records: int) -> None:
+        CHANGES["replaced"](source)
+
+    with pytest.raises(StorageError, match="changed while the run read it"):
+        run(batch.Pipeline(STEPS), source, target, errors=tmp_path / "errors.jsonl", progress=progress)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]

@@ -6,16 +6,13 @@ directory is refused; no run, failed or not, leaves a ``.partial`` file."""
 from __future__ import annotations
 
 import json
-import os
 import stat
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from batch_helpers import fifo_reader
 from memci import batch
 from memci.cli.main import main
 from memci.errors import InvalidOperationError
@@ -36,27 +33,6 @@ def source(tmp_path: Path, bad: bool = False) -> Path:
 
 def leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if ".partial" in p.name)
-
-
-@contextmanager
-def fifo_reader(path: Path) -> Iterator[list[bytes]]:
-    """A FIFO at ``path`` and a thread reading it to its end; what it read is in the list after."""
-    os.mkfifo(path)
-    got: list[bytes] = []
-
-    def read() -> None:
-        with path.open("rb") as f:
-            got.append(f.read())
-
-    reader = threading.Thread(target=read)
-    reader.start()
-    try:
-        yield got
-    finally:
-        if reader.is_alive():  # the run never opened it: open it once so the reader ends
-            with path.open("wb"):
-                pass
-        reader.join()
 
 
 def test_a_symlink_to_a_file_is_followed_and_stays_a_symlink(tmp_path: Path) -> None:

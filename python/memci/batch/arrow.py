@@ -19,7 +19,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 from memci._optional import needs_extra
-from memci.batch.output import positive_int, run_files, written
+from memci.batch.output import file_identity, positive_int, run_files, written
 from memci.batch.pipeline import BadRecord, BatchSummary, Pipeline
 from memci.errors import InvalidOperationError, StorageError, repr_of
 
@@ -105,12 +105,6 @@ def _check_column(column: object, what: str) -> None:
         raise InvalidOperationError(f"{what}: column must be a str, got {repr_of(column)}")
 
 
-def _identity(path: str) -> tuple[int, int, int, int]:
-    """What tells a file's content apart between two looks: size, modification time, device, inode."""
-    st = os.stat(path)
-    return st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino
-
-
 def _unreadable(path: str, error: Exception) -> StorageError:
     """A Parquet file pyarrow cannot read, as the family's error naming it."""
     return StorageError(f"run_parquet: {path}: not a readable Parquet file: {repr_of(str(error))}", path)
@@ -159,7 +153,7 @@ def run_parquet(
     batch_rows = positive_int(batch_rows, "run_parquet: batch_rows", most=1 << 62)
     started = time.perf_counter()
     place = os.path.abspath(source_path)  # the same file at the end, whatever the working folder
-    opened = _identity(place)
+    opened = file_identity(place)
     try:
         source = pq.ParquetFile(source_path)
     except pa.ArrowException as e:
@@ -184,7 +178,7 @@ def run_parquet(
                         err_file.write(json.dumps(bad.to_json("row")).encode() + b"\n")
                 if progress is not None:
                     progress(rows, total, rows)
-        if _identity(place) != opened or rows != total:
+        if file_identity(place) != opened or rows != total:
             raise StorageError(f"run_parquet: {source_path} changed while the run read it", source_path)
         summary.bytes_out = out_file.tell() if out_file.seekable() else 0
     summary.bytes_in = opened[0]

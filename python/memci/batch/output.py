@@ -16,7 +16,16 @@ from typing import BinaryIO, NamedTuple
 
 from memci.errors import InvalidOperationError, repr_of
 
-__all__ = ["RunFiles", "checked_path", "is_streamed", "positive_int", "run_files", "same_file", "written"]
+__all__ = [
+    "RunFiles",
+    "checked_path",
+    "file_identity",
+    "is_streamed",
+    "positive_int",
+    "run_files",
+    "same_file",
+    "written",
+]
 
 
 @contextmanager
@@ -49,6 +58,13 @@ def written(path: str) -> Iterator[BinaryIO]:
         os.replace(temp, final)
     finally:
         temp.unlink(missing_ok=True)
+
+
+def file_identity(path: str) -> tuple[int, int, int, int]:
+    """What tells a file's content apart between two looks: size, modification time, device, inode
+    (another file renamed into its place)."""
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino
 
 
 def is_streamed(path: str) -> bool:

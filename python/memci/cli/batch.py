@@ -149,7 +149,7 @@ def run_batch(args: argparse.Namespace) -> int:
     """Run ``memci batch`` with parsed arguments; returns the exit code."""
     name = "memci batch"
     # On Ray the input may be a folder, or a URL the cluster reads (s3://..., gs://...).
-    remote = bool(args.ray) and (Path(args.input).exists() or "://" in args.input)
+    remote = bool(args.ray) and (Path(args.input).is_dir() or "://" in args.input)
     if not Path(args.input).is_file() and not remote:
         fault = "not a regular file" if Path(args.input).exists() else "no such file"
         print(f"{name}: {args.input}: {fault}", file=sys.stderr)
@@ -170,7 +170,8 @@ def run_batch(args: argparse.Namespace) -> int:
     try:
         with _terminate_as_interrupt():
             if args.ray:
-                summary = _run_ray(pipeline, args)
+                with _progress(interactive, "rows" if parquet else "bytes") as progress:
+                    summary = _run_ray(pipeline, args, progress)
             elif parquet:
                 from memci.batch.arrow import run_parquet
 
@@ -200,7 +201,7 @@ def _not_written(output: str) -> str:
     return f"nothing was written to {output}"
 
 
-def _run_ray(pipeline: Pipeline, args: argparse.Namespace) -> BatchSummary:
+def _run_ray(pipeline: Pipeline, args: argparse.Namespace, progress: Callable[[int, int, int], None]) -> BatchSummary:
     with needs_extra("ray", "memci batch --ray"):
         import ray
 
@@ -212,7 +213,7 @@ def _run_ray(pipeline: Pipeline, args: argparse.Namespace) -> BatchSummary:
     else:
         ray.init(address=args.ray, include_dashboard=False, log_to_driver=False)
     try:
-        summary = run(pipeline, args.input, args.output, column=args.column, errors=args.errors)
+        summary = run(pipeline, args.input, args.output, column=args.column, errors=args.errors, progress=progress)
     finally:
         ray.shutdown()
     summary.seconds = time.perf_counter() - started

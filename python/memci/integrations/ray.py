@@ -24,13 +24,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
-from pathlib import Path
-from typing import Any, TextIO
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack
+from typing import Any, BinaryIO
 
 from memci._optional import needs_extra
 from memci.batch.arrow import run_table
+from memci.batch.output import file_identity, is_streamed, run_files, written
 from memci.batch.pipeline import BadRecord, BatchSummary, Pipeline, Step
+from memci.errors import InvalidOperationError, StorageError, repr_of
 
 __all__ = ["ERROR_COLUMN", "TOTALS_COLUMN", "BatchMapper", "run"]
 
@@ -41,6 +43,8 @@ ERROR_COLUMN = "memci_error"
 #: With ``report=True``: the batch's totals as JSON (a :class:`~memci.batch.BatchSummary`), on
 #: the batch's first row only (null on the others), so that summing the column sums the run.
 TOTALS_COLUMN = "memci_totals"
+#: A Parquet run's progress is reported every this many rows.
+_PROGRESS_ROWS = 4096
 
 
 class BatchMapper:
@@ -104,10 +108,10 @@ def _reported(batches: Iterable[Any], summary: BatchSummary) -> Iterator[tuple[A
         yield from zip(batch.column(0).to_pylist(), batch.column(ERROR_COLUMN).to_pylist(), strict=True)
 
 
-def _write_error(errors: TextIO | None, number: int, error: str, key: str) -> None:
+def _write_error(errors: BinaryIO | None, number: int, error: str, key: str) -> None:
     if errors is not None:
         where = json.loads(error)
-        errors.write(json.dumps(BadRecord(number, where["path"], where["reason"]).to_json(key)) + "\n")
+        errors.write(json.dumps(BadRecord(number, where["path"], where["reason"]).to_json(key)).encode() + b"\n")
 
 
 def run(
@@ -117,51 +121,96 @@ def run(
     *,
     column: str = "messages",
     errors: str | os.PathLike[str] | None = None,
+    progress: Callable[[int, int, int], object] | None = None,
 ) -> BatchSummary:
     """Run ``pipeline`` over a dataset on the connected Ray cluster (``ray.init`` first): a
     Parquet file (``*.parquet``) or a folder (a local one, or a URL ending in ``/``) is read as
     Parquet and written as Parquet files into the folder ``output``;
     anything else is read as JSONL (one record per line) and written, in input order, to the file
-    ``output`` (under a temporary name renamed at the end). Bad records are left out of the output
-    and written to ``errors`` as JSONL, as the local pipeline writes them (``{"line", "path",
-    "reason"}`` for JSONL, the 0-based ``"row"`` for Parquet); the summary has the local run's
-    counts (conversations, bad records, messages in and out, removals, tokens, bytes)."""
+    ``output``. Bad records are left out of the output and written to ``errors`` as JSONL, as the
+    local pipeline writes them (``{"line", "path", "reason"}`` for JSONL, the 0-based ``"row"``
+    for Parquet); the summary has the local run's counts (records read, blank lines,
+    conversations, bad records, messages in and out, removals, tokens, bytes).
+
+    The JSONL output and ``errors`` go where they point, as for
+    :meth:`~memci.batch.Pipeline.run_jsonl`: ``-`` is standard output, a regular file (symlinks
+    resolved) is written under a temporary name renamed at the end, a device or FIFO is written to
+    as the run goes, a directory is refused (``IsADirectoryError``). A local input file that
+    changed while the run read it (size, modification time, device or inode) raises
+    :class:`~memci.errors.StorageError` naming it, and nothing is renamed into place.
+    ``progress`` is called after each batch the driver receives with ``(bytes_read, bytes_total,
+    records)`` for JSONL (bytes as Ray's lines hold them, a near count) and ``(rows_read,
+    rows_total, rows_read)`` for Parquet."""
     with needs_extra("ray", "memci.integrations.ray.run"):
         import ray
 
+    what = "memci.integrations.ray.run"
+    path, target, err_path = run_files(what, input, output, errors, progress)
     ray.data.DataContext.get_current().execution_options.preserve_order = True
-    path = os.fspath(input)
+    parquet = path.endswith((".parquet", "/")) or os.path.isdir(path)
+    if parquet and is_streamed(target):
+        raise InvalidOperationError(f"{what}: a Parquet output is a folder Ray writes, got {repr_of(target)}")
+    # A local file is checked for change at the end; a folder or a URL is read as Ray lists it.
+    place = os.path.abspath(path) if os.path.isfile(path) else None
+    opened = None if place is None else file_identity(place)
+
+    def check_input() -> None:
+        """Called once the whole input was read, before anything is renamed into place."""
+        if place is not None and opened is not None and file_identity(place) != opened:
+            raise StorageError(f"{what}: {path} changed while the run read it", path)
+
     summary = BatchSummary()
-    err_path = None if errors is None else Path(errors)
-    err_temp = None if err_path is None else err_path.with_name(f".{err_path.name}.partial-{os.getpid()}")
-    err_file = None if err_temp is None else err_temp.open("w", encoding="utf-8")
-    try:
-        if path.endswith((".parquet", "/")) or Path(path).is_dir():
-            _run_parquet(pipeline, path, os.fspath(output), column, summary=summary, errors=err_file)
+    with ExitStack() as files:
+        err_file = None if err_path is None else files.enter_context(written(err_path))
+        if parquet:
+            # The folder is written by Ray, not renamed: the input is checked before it is written.
+            mapped = _report_parquet(pipeline, path, column, summary=summary, errors=err_file, progress=progress)
+            check_input()
+            _write_good_rows(mapped, target)
         else:
-            _run_jsonl(pipeline, path, Path(output), summary=summary, errors=err_file)
-        if err_file is not None and err_temp is not None and err_path is not None:
-            err_file.close()
-            os.replace(err_temp, err_path)
-    finally:
-        if err_file is not None:
-            err_file.close()
-        if err_temp is not None and err_temp.exists():
-            err_temp.unlink()
+            out_file = files.enter_context(written(target))
+            total = 0 if opened is None else opened[0]
+
+            def report(done: int, records: int) -> None:
+                if progress is not None:
+                    progress(min(done, total), total, records)
+
+            _run_jsonl(pipeline, path, out_file, summary=summary, errors=err_file, progress=report)
+            check_input()
     return summary
 
 
-def _run_parquet(
-    pipeline: Pipeline, path: str, output: str, column: str, *, summary: BatchSummary, errors: TextIO | None
-) -> None:
+def _report_parquet(
+    pipeline: Pipeline,
+    path: str,
+    column: str,
+    *,
+    summary: BatchSummary,
+    errors: BinaryIO | None,
+    progress: Callable[[int, int, int], object] | None,
+) -> Any:
+    """The dataset mapped with a reporting mapper, materialised (the input read whole); its bad
+    rows written to ``errors`` and its totals added to ``summary``."""
     import ray
 
     mapper = BatchMapper(pipeline.steps, column=column, format=pipeline.format, report=True)
     ds = ray.data.read_parquet(path).map_batches(mapper, batch_format="pyarrow").materialize()
+    total = ds.count()
     reports = ds.select_columns([column, ERROR_COLUMN, TOTALS_COLUMN]).iter_batches(batch_format="pyarrow")
-    for row, (_, error) in enumerate(_reported(reports, summary)):
+    rows = 0
+    for rows, (_, error) in enumerate(_reported(reports, summary), 1):
         if error is not None:
-            _write_error(errors, row, error, "row")
+            _write_error(errors, rows - 1, error, "row")
+        if progress is not None and rows % _PROGRESS_ROWS == 0:
+            progress(rows, total, rows)
+    if progress is not None:
+        progress(rows, total, rows)
+    return ds
+
+
+def _write_good_rows(ds: Any, output: str) -> None:
+    """The good rows of a reported dataset, without the report's columns, as Parquet files in the
+    folder ``output``."""
 
     def good_rows(table: Any) -> Any:
         import pyarrow.compute as pc
@@ -171,31 +220,38 @@ def _run_parquet(
     ds.map_batches(good_rows, batch_format="pyarrow").write_parquet(output)
 
 
-def _run_jsonl(pipeline: Pipeline, path: str, output: Path, *, summary: BatchSummary, errors: TextIO | None) -> None:
+def _run_jsonl(
+    pipeline: Pipeline,
+    path: str,
+    output: BinaryIO,
+    *,
+    summary: BatchSummary,
+    errors: BinaryIO | None,
+    progress: Callable[[int, int], object],
+) -> None:
     import ray
 
     mapper = BatchMapper(pipeline.steps, column=TEXT_COLUMN, format=pipeline.format, report=True)
-    # Blank lines are kept so that rows number the file's lines; the mapper skips them, as the
-    # local pipeline does.
+    # Blank lines are kept so that rows number the file's lines; the mapper skips and counts them,
+    # as the local pipeline does.
     ds = ray.data.read_text(path, drop_empty_lines=False).map_batches(_drop_blank_then(mapper), batch_format="pyarrow")
-    temp = output.with_name(f".{output.name}.partial-{os.getpid()}")
-    try:
-        with temp.open("w", encoding="utf-8") as f:
-            reports = ds.iter_batches(batch_format="pyarrow")
-            for number, (line, error) in enumerate(_reported(reports, summary), 1):
-                if error is not None:
-                    _write_error(errors, number, error, "line")
-                elif line is not None:
-                    f.write(line)
-                    f.write("\n")
-        os.replace(temp, output)
-    finally:
-        if temp.exists():
-            temp.unlink()
+    number = done = 0
+    batches: Iterable[Any] = ds.iter_batches(batch_format="pyarrow")
+    for batch in batches:
+        lines = batch.column(TEXT_COLUMN).to_pylist()
+        for line, error in _reported([batch], summary):
+            number += 1
+            if error is not None:
+                _write_error(errors, number, error, "line")
+            elif line is not None:
+                output.write(line.encode() + b"\n")
+        done += sum(len(x.encode()) + 1 for x in lines if x is not None)
+        progress(done, summary.records)
 
 
 def _drop_blank_then(mapper: BatchMapper) -> Any:
-    """``mapper`` over a batch of lines whose blank ones come back null, with no error, uncounted."""
+    """``mapper`` over a batch of lines whose blank ones come back null, with no error, counted in the
+    batch's ``records`` and ``blank`` as the local run counts them."""
 
     def run_lines(table: Any) -> Any:
         import pyarrow as pa
@@ -211,12 +267,16 @@ def _drop_blank_then(mapper: BatchMapper) -> Any:
             done.column(TOTALS_COLUMN).to_pylist(),
         )
         rows = [(None, None) if b else (next(lines), next(errs)) for b in blank.to_pylist()]
-        first = next((t for t in totals if t is not None), None)
+        first = next((json.loads(t) for t in totals if t is not None), None)
+        counts = dataclasses.asdict(BatchSummary()) if first is None else first
+        blanks = sum(blank.to_pylist())
+        counts["records"] += blanks
+        counts["blank"] += blanks
         return pa.table(
             {
                 TEXT_COLUMN: pa.array([r[0] for r in rows], type=pa.string()),
                 ERROR_COLUMN: pa.array([r[1] for r in rows], type=pa.string()),
-                TOTALS_COLUMN: pa.array([first] + [None] * (len(rows) - 1), type=pa.string()),
+                TOTALS_COLUMN: pa.array([json.dumps(counts)] + [None] * (len(rows) - 1), type=pa.string()),
             }
         )
 
