@@ -18,6 +18,7 @@ __all__ = [
     "MemciError",
     "PageError",
     "PositionError",
+    "SessionClosedError",
     "StateError",
     "StorageError",
     "SummaryError",
@@ -90,6 +91,11 @@ class ConflictError(StorageError):
         super().__init__(message, where)
         self.revision = revision
         self.stored_revision = stored_revision
+
+
+class SessionClosedError(StorageError, RuntimeError):
+    """A framework session (``MemciSession``) used after its ``close()``. Also a ``RuntimeError``,
+    which is what the framework's own sessions raise then."""
 
 
 def shown(value: object, limit: int = 60) -> str:
