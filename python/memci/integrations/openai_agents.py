@@ -38,7 +38,7 @@ from memci.array import MessageArray
 from memci.context.async_system import AnySummarizer, AsyncContextSystem
 from memci.context.contents import ArchivePolicy
 from memci.context.recall import LIST_PAGES, RECALL_PAGE, tool_definitions
-from memci.errors import ConflictError, InvalidOperationError, SessionClosedError, StateError
+from memci.errors import ConflictError, InvalidMessageError, InvalidOperationError, SessionClosedError, StateError
 from memci.formats import dumped
 from memci.integrations.any_loop_lock import AnyLoopLock
 from memci.storage.async_protocol import AsyncStorage
@@ -64,13 +64,39 @@ OPAQUE_TYPE = "memci.opaque"
 
 
 def _stored(item: Any) -> Any:
-    """The form an item is stored in. An item with neither a ``role`` nor a ``type`` (another
-    wrapper's own record: ``EncryptedSession``'s ``{"__enc__": 1, ...}``) is no message memci can
-    read; it is kept verbatim inside ``{"type": "memci.opaque", "item": ...}``, an item type the
-    array keeps as it is. An item already of that type is wrapped too, so reading is exact."""
+    """The form an item is stored in: an SDK object as its ``model_dump``; an item with neither a
+    ``role`` nor a ``type`` (another wrapper's own record: ``EncryptedSession``'s
+    ``{"__enc__": 1, ...}``) kept verbatim inside ``{"type": "memci.opaque", "item": ...}``, an item
+    type the array keeps as it is. An item already of that type is wrapped too, so reading is exact."""
+    item = dumped(item)
     if isinstance(item, dict) and (("role" not in item and "type" not in item) or item.get("type") == OPAQUE_TYPE):
         return {"type": OPAQUE_TYPE, "item": item}
     return item
+
+
+def _opaque_where_unreadable(batch: list[Any]) -> list[Any]:
+    """``batch`` once the array refused it: each item it refuses on its own (a message without its
+    role, a ``function_call`` without its ``call_id``: JSON all the same, which the SDK's sessions
+    store) goes into an opaque envelope too. A value that is not JSON still fails, in its envelope,
+    with its path. O(len(batch))."""
+    readable = []
+    for item in batch:
+        try:
+            MessageArray([item])
+        except InvalidMessageError:
+            readable.append({"type": OPAQUE_TYPE, "item": item})
+        else:
+            readable.append(item)
+    return readable
+
+
+async def _written(write: Callable[[list[Any]], Awaitable[T]], batch: list[Any]) -> T:
+    """``write(batch)``; if the array refuses an item (nothing was written then), ``write`` again
+    with the items it cannot read kept opaque (:func:`_opaque_where_unreadable`)."""
+    try:
+        return await write(batch)
+    except InvalidMessageError:
+        return await write(_opaque_where_unreadable(batch))
 
 
 def _given(item: Any) -> Any:
@@ -415,14 +441,16 @@ class MemciSession:
         return [_given(item) for item in await self._serialised(work)]
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Add items at the end, all or none (a bad item raises a ``MemciError`` naming it). Full
+        """Add items at the end, all or none: any JSON item, as the SDK's sessions take it (one
+        memci cannot read as a message is kept verbatim; a value that is not JSON raises
+        ``InvalidMessageError`` naming it, and nothing is added). Full
         history: one commit of the new items and a small state, O(len(items)); paged: the window
         takes them (a batch holding a user message then ends the round), then the system is saved.
         SDK objects are taken as their ``model_dump``, as everywhere in memci."""
         self._check_open()  # before the empty batch's early return, as the SDK's sessions do
         if not isinstance(items, list | tuple):
             raise InvalidOperationError(f"add_items: items must be a list of items, got {type(items).__name__}")
-        batch: list[Any] = [_stored(dumped(item)) for item in items]  # an SDK object as the dict it sends
+        batch: list[Any] = [_stored(item) for item in items]
         if not batch:
             return
         opens_turn = any(isinstance(item, dict) and item.get("role") == "user" for item in batch)
@@ -430,7 +458,7 @@ class MemciSession:
         async def work() -> None:
             if self._paged is not None:
                 ctx = await self._paged.refresh()
-                await ctx.extend(batch)  # all or nothing
+                await _written(ctx.extend, batch)  # all or nothing
                 if opens_turn:
                     await ctx.end_round()
                 await self._paged.saved(ctx)
@@ -438,7 +466,7 @@ class MemciSession:
             history = self._history
             assert history is not None
             await history.refresh()
-            await history.add(batch)
+            await _written(history.add, batch)
 
         await self._write(work)
 
@@ -520,7 +548,7 @@ class MemciSession:
                 first = 0
                 while prune_prefix is not None and first < kept and prune_prefix(current[first]):
                     first += 1
-                await history.rewrite([_stored(dumped(item)) for item in [*current[first:kept], *output]])
+                await _written(history.rewrite, [_stored(item) for item in [*current[first:kept], *output]])
                 return True
 
             return await self._write(work)
@@ -534,11 +562,11 @@ class MemciSession:
             return False
         history = self._history
         assert history is not None
-        batch = [_stored(dumped(item)) for item in items]
+        batch = [_stored(item) for item in items]
 
         async def work() -> bool:
             await history.refresh()
-            await history.rewrite(batch)
+            await _written(history.rewrite, batch)
             return True
 
         return await self._write(work)
