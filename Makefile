@@ -56,8 +56,16 @@ redis-server: ## Install redis-server with apt-get if it is missing (the RedisSt
 		  { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq redis-server >/dev/null 2>&1; }; }; } || \
 		echo "redis-server could not be installed: the RedisStorage tests will be skipped"
 
+.PHONY: postgres-server
+postgres-server: ## Install PostgreSQL with apt-get if it is missing (the tests start a cluster of their own on loopback)
+	@{ command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } || \
+		{ command -v apt-get >/dev/null 2>&1 && \
+		{ apt-get install -y -qq postgresql >/dev/null 2>&1 || \
+		  { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq postgresql >/dev/null 2>&1; }; }; } || \
+		echo "PostgreSQL could not be installed: the PostgresStorage tests will be skipped"
+
 .PHONY: test
-test: build-dev lint redis-server ## Build, lint, cargo tests, pytest (benches once, untimed), the peer suites, the docs site (strict), the sdist check
+test: build-dev lint redis-server postgres-server ## Build, lint, cargo tests, pytest (benches once, untimed), the peer suites, the docs site (strict), the sdist check
 	LD_LIBRARY_PATH=$(PYLIBDIR) cargo test -q
 	$(BIN)/pytest -q
 	$(PEER_SUITES) --make-test

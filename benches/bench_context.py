@@ -24,11 +24,21 @@ Workloads (the size label counts *archived pages*: 1k or 10k, about 4.6 messages
   renders the same contents text, copies the same five pages and runs the pure-Python sanitizer
   (``benches/pure_sanitize.py``) over them.
 
+- ``attp_parse``: reading the TOML of one ATTP answer, the core's reader
+  (``memci._core.read_attp_call``, what ``handle_tool_call`` uses) against ``tomllib.loads``
+  (what it replaced), at four shapes (the size label): ``typical``, a 150-character answer
+  recalling two pages; ``code-20k``, an answer whose code is 20,000 characters of calls (the code's
+  cap); ``dotted-20k`` and ``dotted-98k``, an answer under the 100,000-character cap holding one
+  dotted key of 10,000 and 49,000 parts (tomllib's quadratic case; the core refuses the key, at
+  80 levels, having read it once). tomllib's 98 KB case takes over a minute a call: it runs only
+  with ``MEMCI_BENCH_SLOW=1``.
+
 Tokens are counted exactly (``memci.tokens``, o200k_base), as a ContextSystem does by default.
 """
 
 from __future__ import annotations
 
+import tomllib
 from functools import cache
 from typing import Any
 
@@ -232,3 +242,54 @@ def test_context_build(benchmark: Any, peer: str, size: str) -> None:
     # memci against its active pages read another way; the hand-built window against memci.
     assert sent[3:] == (pages if peer == "memci" else expected[3:])
     assert len(ctx.pages) == ACTIVE_PAGES
+
+
+def _attp_answer(code: str, tail: str = "") -> str:
+    return f"[tool_call]\nstatus = \"success\"\ntarget = \"read pages\"\ncode = '''\n{code}\n'''\n{tail}"
+
+
+ATTP_ANSWERS = {
+    "typical": _attp_answer("a = recall_page(3)\n__result__ = [a, list_pages(5)]"),
+    "code-20k": _attp_answer("\n".join(["list_pages(limit=5)"] * 1_000) + "\n__result__ = 1"),
+    "dotted-20k": _attp_answer("__result__ = 1", "a" + ".a" * 10_000 + " = 1\n"),
+    "dotted-98k": _attp_answer("__result__ = 1", "a" + ".a" * 49_000 + " = 1\n"),
+}
+ATTP_CASES = [
+    pytest.param(
+        peer,
+        shape,
+        id=f"{peer}-{shape}",
+        marks=[pytest.mark.bench_very_slow]
+        if (peer, shape) == ("tomllib", "dotted-98k")
+        else [pytest.mark.bench_slow]
+        if (peer, shape) == ("tomllib", "dotted-20k")
+        else [],
+    )
+    for shape in ATTP_ANSWERS
+    for peer in ("memci", "tomllib")
+]
+
+
+@pytest.mark.parametrize(("peer", "shape"), ATTP_CASES)
+def test_attp_parse(benchmark: Any, request: pytest.FixtureRequest, peer: str, shape: str) -> None:
+    text = ATTP_ANSWERS[shape]
+    benchmark.group = f"attp_parse-{shape}"
+    benchmark.extra_info.update(workload="attp_parse", peer=peer, size=shape, chars=len(text))
+    if peer == "memci":
+        code, refusal = harness.measure(benchmark, memci._core.read_attp_call, lambda: ((text,), {}))
+    else:
+
+        def read() -> tuple[str | None, str | None]:
+            try:
+                return tomllib.loads(text)["tool_call"]["code"], None
+            except tomllib.TOMLDecodeError as e:
+                return None, str(e)
+
+        code, refusal = harness.measure(benchmark, read, slow=harness.is_slow(request))
+    if shape.startswith("dotted"):
+        # The core refuses a key nested past 80 levels; tomllib reads it.
+        assert (code is None and refusal is not None) if peer == "memci" else refusal is None
+    else:
+        assert refusal is None
+        assert code is not None
+        assert code.endswith("__result__ = [a, list_pages(5)]\n" if shape == "typical" else "1\n")

@@ -24,6 +24,7 @@ WORKLOAD_ORDER = (
     "checkpoint",
     "context_round",
     "context_build",
+    "attp_parse",
     "sanitize_array",
     "validate_array",
     "validate_array_first",
@@ -37,6 +38,8 @@ WORKLOAD_ORDER = (
     "get_page",
     "search",
     "search_build",
+    "pg_save",
+    "pg_load",
     "session_turn",
     "agent_trim",
     "graph_step",
@@ -61,8 +64,12 @@ PEER_ORDER = (
     "memory",
     "sqlite-raw",
     "fts5",
+    "memci-context",
+    "agents",
 )
 TITLES = {
+    "pg_save": "one turn saved into a conversation of n turns, on PostgreSQL (PostgresStorage)",
+    "pg_load": "a conversation of n turns read back from PostgreSQL",
     "build": "Build a history, one append at a time",
     "recent_user": "1,000 x recent(3, role='user')",
     "recent_system": "1,000 x recent(1, role='system')",
@@ -73,6 +80,7 @@ TITLES = {
     "context_round": "ContextSystem: one agent round (add, archive the oldest page, end_round, build_messages); "
     "size = archived pages",
     "context_build": "ContextSystem.build_messages with n=5 active pages and a full contents page",
+    "attp_parse": "the TOML of one ATTP answer read (memci: the core's reader; tomllib.loads); size = its shape",
     "sanitize_array": "MessageArray.sanitize(), 1% of tool-call groups broken",
     "validate_array": "MessageArray.validate(), 1% of tool-call groups broken",
     "validate_array_first": "MessageArray.validate() on a store never scanned before",
@@ -204,6 +212,8 @@ def load(path: str) -> tuple[dict[tuple[str, str], dict[str, float]], Sizes, Siz
             memory[size, peer] = bench.get("extra_info") or {}
         elif workload == "page_bytes":
             page_bytes[size, peer] = bench.get("extra_info") or {}
+        elif workload == "pg_turn_bytes":  # bytes, in extra_info: docs/benchmarks.md, "PostgreSQL"
+            continue
         else:
             times.setdefault((workload, size), {})[peer] = bench["stats"]["median"]
     return times, memory, page_bytes

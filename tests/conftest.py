@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 
 import pytest
 from factories import free_port
@@ -57,3 +58,18 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """A PostgreSQL server of our own on a free loopback port (tests/postgres_server.py), stopped at
+    the end. Skips only when no server can be installed or run here."""
+    pytest.importorskip("psycopg", reason="the psycopg package is not installed (pip install 'memci[postgres]')")
+    from postgres_server import running_postgres
+
+    with ExitStack() as stack:
+        try:
+            dsn = stack.enter_context(running_postgres())
+        except RuntimeError as e:
+            pytest.skip(str(e))
+        yield dsn

@@ -258,3 +258,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def stored_page(index: int, text: str = "q") -> dict[str, Any]:
+    """An archived page as the context system writes it to a store (a user question and its answer)."""
+    return {
+        "index": index,
+        "messages": [user(f"{text} {index} 東京 🙂"), assistant("ok")],
+        "summary": f"{text} {index}",
+        "entry_summaries": [f"user: {text}", "assistant: ok"],
+        "archived_round": index,
+    }
+
+
+def saved_state(revision: int, pages_through: int = 0, **extra: Any) -> dict[str, Any]:
+    """A state a store saves over revision ``revision - 1``, naming pages up to ``pages_through``."""
+    return {"version": 1, "revision": revision, "pages_through": pages_through, **extra}

@@ -9,8 +9,10 @@ The methods are found by introspection: a new public method, or a new parameter,
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -18,7 +20,7 @@ from typing import Any
 
 import memci
 import pytest
-from factories import assistant, call, calling, numbered, tool, user
+from factories import assistant, call, calling, free_port, numbered, tool, user
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memci import (
@@ -150,6 +152,11 @@ GOOD: dict[str, st.SearchStrategy[Any]] = {
         ]
     ),
     "format": st.sampled_from(["openai", "anthropic", "responses", "attp"]),
+    "tool_name": st.sampled_from(["recall_page", "list_pages"]),
+    "tool_arguments": st.none()
+    | st.just('{"page_index": 1}')
+    | st.builds(lambda i: {"page_index": i}, st.integers(1, 4))
+    | st.just({"limit": 3}),
     "agent_tools": st.none()
     | st.just([{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}])
     | st.just([{"name": "weather", "input_schema": {"type": "object"}}]),
@@ -255,12 +262,14 @@ CONTEXT_METHODS: dict[str, dict[str, str]] = {
     "count_tokens": {"messages": "messages"},
     "end_round": {},
     "extend": {"messages": "messages"},
+    "feed": {"messages": "messages"},
     "handle_tool_call": {"call": "tool_call"},
     "is_active": {"page_index": "page_index"},
     "is_recall_call": {"call": "tool_call"},
     "list_pages": {"limit": "count"},
     "pop": {},
     "recall": {"page_index": "page_index"},
+    "run_tool": {"name": "tool_name", "arguments": "tool_arguments"},
     "save": {},
     "search": {"query": "text", "k": "count"},
     "state": {},
@@ -316,7 +325,7 @@ FUNCTIONS.update(
 MODULES: dict[str, ModuleType] = {"tokens": tokens, "sanitize": sanitize, "formats": formats, "ops": ops}
 
 #: Entries that must not raise at all (handle_tool_call may refuse what is not a tool call).
-NEVER_RAISE = {"is_recall_call"}
+NEVER_RAISE = {"is_recall_call", "run_tool"}
 
 #: Known faults, each pinned by a strict regression test in test_argument_faults.py; here they are
 #: only found at random, so the property may pass (not strict).
@@ -567,13 +576,69 @@ STORES: dict[str, tuple[Callable[[Path], Any], dict[str, dict[str, str]]]] = {
     "SqliteStorage": (lambda path: SqliteStorage(path / "store.db"), SQLITE_METHODS),
 }
 
+#: Each store's constructor and the kinds of its arguments (run in a temporary working folder: a
+#: relative path lands there). Redis and PostgreSQL are given servers that refuse at once.
+STORE_CONSTRUCTORS: dict[str, dict[str, str]] = {
+    "SqliteStorage": {
+        "path": "store_path",
+        "namespace": "text",
+        "read_only": "flag",
+        "synchronous": "synchronous",
+        "timeout": "seconds",
+    },
+    "AsyncSqliteStorage": {
+        "path": "store_path",
+        "namespace": "text",
+        "read_only": "flag",
+        "synchronous": "synchronous",
+        "timeout": "seconds",
+    },
+    "DirectoryStorage": {"path": "store_path", "read_only": "flag", "fsync": "flag"},
+    "RedisStorage": {"target": "redis_url", "prefix": "text"},
+    "AsyncRedisStorage": {"target": "redis_url", "prefix": "text"},
+    "PostgresStorage": {
+        "target": "dsn",
+        "namespace": "text",
+        "ttl": "seconds",
+        "timeout": "seconds",
+        "pool_size": "page_index",
+    },
+    "AsyncPostgresStorage": {
+        "target": "dsn",
+        "namespace": "text",
+        "ttl": "seconds",
+        "timeout": "seconds",
+        "pool_size": "page_index",
+    },
+    "EncryptedStorage": {"store": "storage", "key": "key_bytes", "key_id": "text", "old_keys": "old_keys"},
+}
+GOOD.update(
+    {
+        "store_path": st.sampled_from(["store.db", "sub/store", Path("store.db")]),
+        "synchronous": st.sampled_from(["FULL", "NORMAL"]),
+        "seconds": st.floats(0.5, 5) | st.integers(1, 5),
+        "redis_url": st.builds(lambda: f"redis://127.0.0.1:{free_port()}/0"),
+        "dsn": st.builds(lambda: f"host=127.0.0.1 port={free_port()} dbname=x user=x"),
+        "key_bytes": st.sampled_from([bytes(32), bytes(16)]),
+        "old_keys": st.none() | st.just({"old": bytes(32)}),
+    }
+)
+
+
+def _contained(value: Any) -> Any:
+    """A drawn path kept inside the working folder: no root, no way up."""
+    return value.lstrip("/").replace("..", "__") if isinstance(value, str) else value
+
 
 @pytest.mark.parametrize(
     ("store_name", "name"),
     [
-        pytest.param(store_name, name, id=f"{store_name}.{name}")
-        for store_name, (_, methods) in STORES.items()
-        for name in methods
+        *(
+            pytest.param(store_name, name, id=f"{store_name}.{name}")
+            for store_name, (_, methods) in STORES.items()
+            for name in methods
+        ),
+        *(pytest.param(store_name, "__init__", id=f"{store_name}.__init__") for store_name in STORE_CONSTRUCTORS),
     ],
 )
 @SETTINGS
@@ -581,6 +646,22 @@ STORES: dict[str, tuple[Callable[[Path], Any], dict[str, dict[str, str]]]] = {
 def test_store_methods_raise_memci_errors_and_change_nothing(
     store_name: str, name: str, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
+    if name == "__init__":
+        cls = getattr(memci.storage, store_name)
+        kwargs = {key: _contained(value) for key, value in _kwargs(data, cls, STORE_CONSTRUCTORS[store_name]).items()}
+        here = os.getcwd()
+        os.chdir(tmp_path_factory.mktemp("cwd"))
+        try:
+            made: Any = None
+            if not _called(lambda: _keep(cls(**kwargs)), {}):
+                made = _made.pop()
+        finally:
+            os.chdir(here)
+        if made is not None:
+            closing = made.close()
+            if inspect.isawaitable(closing):
+                asyncio.run(closing)
+        return
     make, methods = STORES[store_name]
     store = make(tmp_path_factory.mktemp("store"))
     try:
@@ -594,6 +675,19 @@ def test_store_methods_raise_memci_errors_and_change_nothing(
             assert _store_state(store) == before
     finally:
         store.close()
+
+
+#: The store a constructor call made, for the test to close.
+_made: list[Any] = []
+
+
+def _keep(store: Any) -> None:
+    _made.append(store)
+
+
+def test_every_store_constructor_is_listed() -> None:
+    for store_name, params in STORE_CONSTRUCTORS.items():
+        assert sorted(params) == sorted(inspect.signature(getattr(memci.storage, store_name)).parameters), store_name
 
 
 # ---- module functions -----------------------------------------------------------------------------
@@ -632,3 +726,167 @@ def test_other_public_methods_raise_memci_errors_and_change_nothing(
     method = getattr(obj, name)
     if _called(method, _kwargs(data, method, methods[name])):
         assert state(obj) == before
+
+
+# ---- memci.batch ----------------------------------------------------------------------------------
+# The pipeline, its steps and the Arrow functions, with hostile arguments. A run over an iterable
+# is consumed (its records are read lazily). File arguments are good files in a folder of the
+# test's own (the run's working folder too), or junk that is not a usable path: a path that names
+# nothing is an OSError by the contract, not an argument fault.
+
+from memci import batch  # noqa: E402
+from memci.batch import arrow as batch_arrow  # noqa: E402
+
+_BATCH_RECORD = json.dumps([user("q"), tool("gone"), assistant("a")])
+#: Placeholders for the files of a run, made real by ``_batch_files``.
+_IN, _OUT, _ERRORS = "<in.jsonl>", "<out.jsonl>", "<errors.jsonl>"
+_NOT_CALLABLE = JUNK.filter(lambda value: not callable(value))
+_NOT_A_PATH = (
+    JUNK.filter(lambda value: not isinstance(value, str | bytes))
+    | LONE_SURROGATES
+    | st.sampled_from(["", "a\0b", b"\0"])
+)
+
+
+def _arrow_table() -> Any:
+    import pyarrow as pa
+
+    return pa.table({"messages": [_BATCH_RECORD, "{bad"], "id": [1, 2]})
+
+
+_BATCH_GOOD: dict[str, st.SearchStrategy[Any]] = {
+    "steps": st.lists(
+        st.sampled_from(
+            [batch.sanitize(), batch.truncate(keep_last=2), {"operation": "count_tokens"}, {"operation": "clear"}]
+        ),
+        max_size=3,
+    ),
+    "batch_format": st.sampled_from(["chat", "openai", "anthropic", "responses"]),
+    "workers": st.none() | st.integers(1, 2),
+    "conversations": st.lists(st.lists(st.sampled_from(MESSAGES), max_size=3), max_size=3),
+    "records": st.lists(st.sampled_from([_BATCH_RECORD, _BATCH_RECORD.encode(), "{bad", ""]), max_size=3),
+    "progress": st.sampled_from([None, lambda read, total, records: None]),
+    "in_file": st.just(_IN),
+    "out_file": st.just(_OUT),
+    "errors_file": st.sampled_from([None, _ERRORS]),
+    "pipeline": st.builds(lambda: batch.Pipeline([batch.sanitize()], workers=1)),
+    "table": st.builds(_arrow_table),
+    "column": st.just("messages"),
+}
+
+
+def _batch_argument(kind: str) -> st.SearchStrategy[Any]:
+    """A good value of ``kind`` or a hostile one (a callable that raises is the caller's own)."""
+    if kind in ("in_file", "out_file", "errors_file"):
+        return _BATCH_GOOD[kind] | _NOT_A_PATH
+    if kind == "progress":
+        return _BATCH_GOOD[kind] | _NOT_CALLABLE
+    if kind in _BATCH_GOOD:
+        return _BATCH_GOOD[kind] | JUNK
+    return argument(kind)
+
+
+RUN_FILES = {"input": "in_file", "output": "out_file", "errors": "errors_file"}
+PIPELINE_METHODS: dict[str, dict[str, str]] = {
+    "__init__": {"steps": "steps", "format": "batch_format", "workers": "workers"},
+    "apply": {"messages": "messages"},
+    "run": {"conversations": "conversations", "chunk_size": "count"},
+    "run_records": {"records": "records", "chunk_size": "count"},
+    "run_jsonl": {**RUN_FILES, "progress": "progress", "chunk_bytes": "count"},
+}
+BATCH_FUNCTIONS: dict[str, dict[str, str]] = {
+    "batch.clear": {"keep_system": "flag"},
+    "batch.count_tokens": {"encoding": "encoding"},
+    "batch.filter": {"roles": "roles", "content_contains": "roles", "content_excludes": "roles"},
+    "batch.sanitize": {},
+    "batch.trim_to_tokens": TRIM_KINDS,
+    "batch.truncate": TRUNCATE_KINDS,
+    "batch.arrow.run_table": {"pipeline": "pipeline", "table": "table", "column": "column", "first_row": "count"},
+    "batch.arrow.run_parquet": {
+        "pipeline": "pipeline",
+        "input": "in_file",
+        "output": "out_file",
+        "column": "column",
+        "errors": "errors_file",
+        "progress": "progress",
+        "batch_rows": "count",
+    },
+}
+BATCH_MODULES: dict[str, ModuleType] = {"batch": batch, "batch.arrow": batch_arrow}
+
+
+def test_every_batch_entry_is_listed() -> None:
+    found = {k: v for m in BATCH_MODULES.values() for k, v in _public_functions(m).items()}
+    assert {name: list(params) for name, params in BATCH_FUNCTIONS.items()} == found
+    listed = {name: list(params) for name, params in PIPELINE_METHODS.items()}
+    assert listed == _public_methods(batch.Pipeline)
+
+
+def _batch_kwargs(data: st.DataObject, fn: Callable[..., Any], params: dict[str, str]) -> dict[str, Any]:
+    """As :func:`_kwargs`, with this section's kinds of arguments."""
+    signature = inspect.signature(fn)
+    return {
+        name: _real(data.draw(_batch_argument(kind), label=name))
+        for name, kind in params.items()
+        if signature.parameters[name].default is inspect.Parameter.empty
+        or data.draw(st.booleans(), label=f"give {name}")
+    }
+
+
+def _batch_files(folder: Path, kwargs: dict[str, Any], parquet: bool) -> dict[str, Any]:
+    """``kwargs`` with the file placeholders made files of ``folder`` (the input written)."""
+    source = folder / ("in.parquet" if parquet else "in.jsonl")
+    if parquet:
+        import pyarrow.parquet as pq
+
+        pq.write_table(_arrow_table(), source)
+    else:
+        source.write_text(f"{_BATCH_RECORD}\n{{bad\n\n", encoding="utf-8")
+    places = {_IN: source, _OUT: folder / source.name.replace("in", "out"), _ERRORS: folder / "errors.jsonl"}
+    return {k: places.get(v, v) if isinstance(v, str) else v for k, v in kwargs.items()}
+
+
+def _batch_call(fn: Callable[..., Any], lazy: bool) -> Callable[..., Any]:
+    """``fn``, its lazy results read to the end."""
+    return (lambda **kwargs: list(fn(**kwargs))) if lazy else fn
+
+
+def _checked_batch(fn: Callable[..., Any], kwargs: dict[str, Any], folder: Path) -> None:
+    """Call in ``folder``; a refusal is a MemciError whose text is short (values cut to 80
+    characters) and leaves no file behind but the input."""
+    before = sorted(p.name for p in folder.iterdir())
+    cwd = os.getcwd()
+    os.chdir(folder)
+    try:
+        raised = _called(fn, kwargs)
+    finally:
+        os.chdir(cwd)
+    if raised is not None:
+        assert len(str(raised)) < 600, f"a message of {len(str(raised))} characters"
+        assert sorted(p.name for p in folder.iterdir()) == before
+
+
+#: Every entry of this section: the pipeline's methods, then the module functions.
+BATCH_ENTRIES = {**{f"Pipeline.{name}": params for name, params in PIPELINE_METHODS.items()}, **BATCH_FUNCTIONS}
+
+
+def _batch_entry(name: str) -> Callable[..., Any]:
+    owner, function = name.rsplit(".", 1)
+    if owner == "Pipeline":
+        if function == "__init__":
+            return batch.Pipeline
+        return getattr(batch.Pipeline([batch.sanitize(), batch.count_tokens()], workers=1), function)
+    return getattr(BATCH_MODULES[owner], function)
+
+
+@pytest.mark.parametrize("name", list(BATCH_ENTRIES))
+@SETTINGS
+@given(data=st.data())
+def test_batch_entries_raise_memci_errors(
+    name: str, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    fn = _batch_entry(name)
+    kwargs = _batch_kwargs(data, fn, BATCH_ENTRIES[name])
+    folder = tmp_path_factory.mktemp("batch")
+    files = _batch_files(folder, kwargs, parquet=name == "batch.arrow.run_parquet")
+    _checked_batch(_batch_call(fn, lazy=name in ("Pipeline.run", "Pipeline.run_records")), files, folder)

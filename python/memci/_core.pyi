@@ -8,7 +8,7 @@ batch snapshot carries.
 
 import builtins
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, SupportsFloat, final
+from typing import Any, ClassVar, SupportsFloat, final
 
 from memci.ops import Append, Checkpoint, Clear, Filter, Insert, Replace, Rollback, TrimToTokens, Truncate
 
@@ -33,6 +33,7 @@ __all__ = [
     "entry_texts",
     "message_texts",
     "ranks_file",
+    "read_attp_call",
     "reply_priming",
     "sanitize_store",
     "scan_list",
@@ -144,6 +145,13 @@ def message_texts(messages: _Message | Sequence[_Message]) -> list[str]:
 def entry_texts(messages: _Message | Sequence[_Message]) -> list[tuple[str, str]]:
     """What each message says, and the tools it calls as ``name(arguments)`` joined by ``"; "``."""
 
+# ---- ATTP answers (rust/src/core/attp.rs) ---------------------------------------------------------
+def read_attp_call(text: str) -> tuple[str | None, str | None]:
+    """The ``[tool_call]`` of an ATTP answer, its TOML read in O(text): ``(code, None)`` to run
+    ``code``, ``(None, None)`` when its status is ``"fail"``, ``(None, reason)`` when it is refused
+    (not TOML, nested over 80 levels, an integer beyond 64 bits, a lone surrogate, no table, another
+    status, no code string). Never raises."""
+
 # ---- the pair scan (memci.sanitize) -----------------------------------------------------------------
 # A finding: (index, role, reason code, the ids the reason names, the other position it names).
 _Finding = tuple[int, str, str, list[str], int | None]
@@ -216,6 +224,8 @@ class BatchPipeline:
     """Step configs (memci.ops, memci.batch.CountTokens) applied to every conversation on a thread pool,
     shared by the process's pipelines of as many workers (a forked child starts its own)."""
 
+    MAX_WORKERS: ClassVar[int]
+    """The most threads a pipeline may run on."""
     def __new__(cls, steps: Sequence[Any], format: str = "chat", workers: int | None = None) -> BatchPipeline: ...
     @property
     def workers(self) -> int: ...
@@ -234,6 +244,8 @@ class JsonlRun:
 
     def step(self) -> bool: ...
     def progress(self) -> tuple[int, int, int]: ...
+    def input_change(self) -> str | None:
+        """Why the input cannot be taken as read whole and unchanged, or None."""
     def totals(self) -> _Totals: ...
     def finish(self) -> _Totals: ...
     def close(self) -> None: ...

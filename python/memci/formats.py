@@ -652,17 +652,24 @@ def from_langchain(messages: Iterable[BaseMessage]) -> list[Message]:
     message's ``status`` when it is ``"error"`` (:func:`to_anthropic` makes it ``is_error``;
     :func:`to_openai` leaves both keys out, the Chat Completions API has neither). An assistant
     message that only calls tools gets ``content`` None, as the OpenAI API sends it (LangChain writes
-    ``""``). Needs ``langchain-core``. O(n)."""
+    ``""``). Content given as a list of blocks stays a list (text blocks are not joined into one
+    string); string content stays a string. Needs ``langchain-core``. O(n)."""
     lc = _langchain()
     if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
         raise _fail("messages", f"from_langchain takes a list of LangChain messages, got {type(messages).__name__}")
     objects = list(messages)
     try:
         out: list[Message] = lc.convert_to_openai_messages(objects)
+        # Content given as blocks stays blocks (the string form joins text blocks into one).
+        with_blocks = [i for i, obj in enumerate(objects) if isinstance(getattr(obj, "content", None), list)]
+        if with_blocks:
+            as_blocks = lc.convert_to_openai_messages([objects[i] for i in with_blocks], text_format="block")
+            for i, converted in zip(with_blocks, as_blocks, strict=True):
+                out[i]["content"] = converted.get("content")
     except (ValueError, TypeError, KeyError, NotImplementedError) as e:  # LangChain's refusals (pydantic's too)
         raise _fail("messages", f"LangChain cannot read them: {_first_line(e)}") from None
     for m, obj in zip(out, objects, strict=len(out) == len(objects)):
-        if m.get("role") == "assistant" and m.get("tool_calls") and m.get("content") == "":
+        if m.get("role") == "assistant" and m.get("tool_calls") and m.get("content") in ("", []):
             m["content"] = None
         if isinstance(getattr(obj, "name", None), str) and "name" not in m:
             m["name"] = obj.name

@@ -34,6 +34,9 @@ mod _core {
     #[pymodule_export]
     use crate::python::batch::{BatchPipeline, JsonlRun};
 
+    #[pymodule_export]
+    use crate::python::attp::read_attp_call;
+
     #[pymodule_init]
     fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
         use pyo3::types::PyModuleMethods;

@@ -90,6 +90,8 @@ def test_roles_and_keep_last_and_exit_zero(tmp_path: Path) -> None:
     [
         (["missing.jsonl", "out.jsonl"], "no such file"),
         (["in.jsonl", "out.jsonl", "--workers", "0"], "--workers must be >= 1"),
+        (["in.jsonl", "out.jsonl", "--workers", "257"], "workers must be an int from 1 to 256"),
+        (["in.jsonl", "out.jsonl", "--workers", str(2**64)], "workers must be an int from 1 to 256"),
         (["in.jsonl", "out.jsonl", "--max-tokens", "-1"], "--max-tokens"),
         (["in.jsonl", "out.jsonl", "--encoding", "nope", "--max-tokens", "5"], "unknown encoding"),
         (["in.jsonl", "nodir/out.jsonl"], "No such file"),

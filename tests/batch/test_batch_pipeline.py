@@ -188,3 +188,22 @@ def test_anthropic_format_runs_the_same_rules() -> None:
     kept = batch.Pipeline([batch.sanitize()], format="anthropic").apply(conversation)
     assert kept == [conversation[0], conversation[2]]
     assert messages_of(as_line(kept, 0)) == kept
+
+
+@pytest.mark.parametrize(
+    "workers", [257, 2**31, 2**64, 10**5000, -(2**64)], ids=["257", "2**31", "2**64", "10**5000", "-2**64"]
+)
+def test_workers_beyond_the_cap_are_refused_before_any_thread_starts(workers: int) -> None:
+    threads = len(os.listdir("/proc/self/task"))
+    with pytest.raises(InvalidOperationError, match="workers must be an int from 1 to 256") as raised:
+        batch.Pipeline([batch.sanitize()], workers=workers)
+    assert len(str(raised.value)) < 200
+    assert len(os.listdir("/proc/self/task")) == threads
+
+
+def test_a_format_too_long_to_print_is_named_short() -> None:
+    for bad in (10**5000, "x" * 100_000, "\ud800" * 100):
+        with pytest.raises(InvalidOperationError) as raised:
+            batch.Pipeline([], format=bad)  # type: ignore[arg-type]
+        assert len(str(raised.value)) < 200
+        str(raised.value).encode("utf-8")

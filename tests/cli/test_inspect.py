@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -104,6 +105,18 @@ def test_page_shows_one_page_whole(db: Path) -> None:
     assert "no stored page 99 (stored: 1..8)" in text
 
 
+def test_a_page_that_is_not_an_archived_page_is_shown_as_it_is(tmp_path: Path) -> None:
+    with DirectoryStorage(tmp_path / "store") as store:  # a store checks only a page's index
+        store.put_page(1, {"index": 1, "messages": [{"role": "user", "content": "hi"}], "entry_summaries": [3]})
+        store.put_page(2, {"index": 2, "summary": {"not": "text"}, "entry_summaries": "abc"})
+    status, text = shown(tmp_path / "store", page=1)
+    assert status == 0
+    assert "hi" in text
+    status, text = shown(tmp_path / "store", page=2)
+    assert status == 0
+    assert '{"not": "text"}' in text
+
+
 def test_a_store_without_state_says_so(tmp_path: Path) -> None:
     SqliteStorage(tmp_path / "empty.db").close()
     status, text = shown(tmp_path / "empty.db")
@@ -175,3 +188,65 @@ def test_stored_text_is_shown_as_it_is_never_as_markup(tmp_path: Path, text: str
         status, out = shown(path, **options)
         assert status == 0
         assert text in out
+
+
+#: What a stored message could make a terminal do: retitle its window (OSC ... BEL), clear the
+#: screen, hide the text after it, move the cursor by a C1 CSI, reorder what follows.
+HOSTILE = ["\x1b]0;owned\x07", "\x1b[2J\x1b[H", "\x1b[8mhidden\x1b[0m", "\x9b31m", "ring\x07", "\u202eevil"]
+
+
+def _hostile_store(tmp_path: Path) -> Path:
+    path = tmp_path / "escapes.db"
+    text = " ".join(HOSTILE)
+    page = {**stored_page(1), "summary": text, "entry_summaries": [text]}
+    page["messages"] = [
+        {"role": "user\x1b[8m", "content": text},
+        {"role": "assistant", "content": [{"type": "text", "text": text}]},
+    ]
+    state = {**STATE, "note\x1b]2;title\x07": text, "contents": [{**STATE["contents"][0], "summary": text}]}
+    with SqliteStorage(path) as store:
+        store.put_page(1, page)
+        store.save_state(state)
+    return path
+
+
+@pytest.mark.parametrize("options", [[], ["--page", "1"]])
+@pytest.mark.parametrize("term", ["dumb", "xterm-256color"])
+def test_control_characters_are_shown_escaped_never_sent_to_the_terminal(
+    tmp_path: Path, options: list[str], term: str
+) -> None:
+    path = _hostile_store(tmp_path)
+    env = {**os.environ, "TERM": term, "COLUMNS": "300"}
+    done = subprocess.run(
+        [sys.executable, "-m", "memci", "inspect", str(path), *options], capture_output=True, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert b"\x1b" not in done.stdout
+    assert b"\x07" not in done.stdout
+    assert "\x9b".encode() not in done.stdout
+    assert "\u202e".encode() not in done.stdout
+    assert b"\\x1b]0;owned\\x07" in done.stdout
+    assert b"\\u202eevil" in done.stdout
+
+
+def test_on_a_colour_terminal_only_rich_styles_are_escapes(tmp_path: Path) -> None:
+    path = _hostile_store(tmp_path)
+    for options in ({}, {"page": 1}):
+        out = io.StringIO()
+        inspect_store(path, console=Console(file=out, width=300, force_terminal=True), **options)
+        text = out.getvalue()
+        assert "\x1b[" in text  # the console does style its output
+        for sequence in HOSTILE:
+            assert sequence not in text
+        assert "\x07" not in text
+        assert "\x1b]" not in text
+        assert "\x1b[8m" not in text
+        assert "\x1b[2J" not in text
+
+
+def test_an_error_naming_a_hostile_path_is_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", str(tmp_path / "gone\x1b]0;x\x07")]) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err
+    assert "\x07" not in err
+    assert "gone\\x1b]0;x\\x07" in err

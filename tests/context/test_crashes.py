@@ -51,6 +51,8 @@ AGENT = textwrap.dedent(
         store = memci.SqliteStorage(where, synchronous="NORMAL")
     elif kind == "directory":
         store = memci.DirectoryStorage(where, fsync=False)
+    elif kind == "postgres":
+        store = memci.PostgresStorage(where, namespace=prefix, pool_size=1)
     else:
         store = memci.RedisStorage(where, prefix=prefix)
     if store.load_state() is None:
@@ -120,12 +122,12 @@ def _run_until_killed(kind: str, where: str, prefix: str, rng: random.Random, ac
     return acked
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "directory", "redis"])
+@pytest.mark.parametrize("kind", ["sqlite", "directory", "redis", "postgres"])
 def test_agents_killed_at_random_moments_carry_on_with_nothing_acknowledged_lost(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    if kind == "redis":
-        where = request.getfixturevalue("redis_url")
+    if kind in ("redis", "postgres"):
+        where = request.getfixturevalue(f"{kind}_url" if kind == "redis" else "postgres_dsn")
     else:
         where = str(tmp_path / ("agent.db" if kind == "sqlite" else "store"))
     rng, prefix = random.Random(f"{kind}-crashes"), f"crash-{uuid.uuid4().hex}:"

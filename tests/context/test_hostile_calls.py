@@ -5,11 +5,12 @@ bounded time, and a refused or failed call changes nothing."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 from typing import Any
 
 import memci
 import pytest
-from context_helpers import FixedSummarizer, make, run_rounds
+from context_helpers import FixedSummarizer, assistant, make, run_rounds, user
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -44,9 +45,15 @@ def answered(ctx: memci.ContextSystem, call: object) -> str:
         ctx.add(answer)
         text = answer["content"]
     assert isinstance(text, str)
-    if "Refused" in text:
+    assert len(text) <= memci.context.attp.MAX_RESULT_CHARS + 100, "an answer stays within its bound"
+    if "Refused" in text and OVER_BUDGET not in text:
         assert ctx.state()["contents"] == before["contents"], "a refused call changes nothing"
     return text
+
+
+#: The words of a refusal for the answer's size once the calls ran: their recalls count (the pages
+#: were read), as they do for an answer that is sent.
+OVER_BUDGET = "tokens an answer may hold"
 
 
 HOSTILE = [
@@ -70,6 +77,8 @@ HOSTILE = [
     pytest.param(openai("{}", name=["recall_page"]), "tool name must be a string", id="openai-list-name"),
     pytest.param(anthropic({}, name={"a": 1}), "tool name must be a string", id="anthropic-dict-name"),
     pytest.param("x" * 200_000, "characters long", id="attp-huge-text"),
+    pytest.param('[tool_call]\nstatus = "success"\ncode = ' + "9" * 5000, "not valid TOML", id="toml-huge-int"),
+    pytest.param(attp("__result__ = 1") + "a" + ".a" * 49_000 + " = 1", "not valid TOML", id="toml-deep-dotted-key"),
 ]
 
 
@@ -105,6 +114,125 @@ def test_regression_a_huge_page_index_through_the_api_is_a_page_error() -> None:
     ctx = archived()
     with pytest.raises(memci.PageError, match="an integer of 16610 bits does not exist"):
         ctx.recall(10**5000)
+
+
+def nested(levels: int, leaf: str, width: int = 10) -> str:
+    """Code whose __result__ is ``width`` copies of the name of the level below, ``levels`` deep."""
+    lines = [f"v0 = {leaf}"]
+    lines += [f"v{i} = [{', '.join([f'v{i - 1}'] * width)}]" for i in range(1, levels + 1)]
+    return "\n".join([*lines, f"__result__ = v{levels}"])
+
+
+def peak_bytes(ctx: memci.ContextSystem, call: object) -> tuple[str, int]:
+    """The answer to ``call`` and the most memory Python held while writing it."""
+    tracemalloc.start()
+    try:
+        text = answered(ctx, call)
+        return text, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_regression_a_short_answer_cannot_build_a_huge_result() -> None:
+    """1,273 characters of ATTP built a 100 MB answer (a 1,000-character string, ten copies a
+    level, five levels): refused by the size it would have, before it is built or anything runs."""
+    ctx = archived()
+    code = nested(5, "'" + "x" * 1000 + "'")
+    text, peak = peak_bytes(ctx, attp(code))
+    assert len(attp(code)) <= 1_300
+    assert 'status = "refused"' in text
+    assert "use each value once" in text
+    assert peak < 2_000_000
+
+
+def test_regression_a_page_shared_a_hundred_thousand_times_is_refused_unbuilt() -> None:
+    """The same with a recalled page: its size is known only once it is read, and is checked
+    before the result is built (100,000 copies of page 1 would be some 30 MB)."""
+    ctx = archived()
+    text, peak = peak_bytes(ctx, attp(nested(5, "recall_page(1)")))
+    assert 'status = "refused"' in text
+    assert OVER_BUDGET in text
+    assert "characters long" in text
+    assert peak < 2_000_000
+
+
+def big_pages(*words: int) -> memci.ContextSystem:
+    """Archived pages 1, 2... whose answers hold ``words`` words each (a token a word), then one
+    active page."""
+    ctx = make(active_pages=1, summarizer=FixedSummarizer())
+    for n, count in enumerate(words, 1):
+        ctx.extend([user(f"Question {n}"), assistant(" ".join(["word"] * count))])
+        ctx.end_round()
+    ctx.add(user("Now"))
+    return ctx
+
+
+def test_a_page_over_the_token_budget_is_refused_and_says_how_to_ask_for_less() -> None:
+    budget = memci.context.recall.ANSWER_MAX_TOKENS
+    ctx = big_pages(budget + 1000, budget // 2 - 2000)
+    for call in (openai('{"page_index": 1}'), anthropic({"page_index": 1})):
+        text = answered(ctx, call)
+        assert text.startswith("Refused: the answer would be ")
+        assert int(text.split()[5]) > budget, "the refusal says how large the answer would be"
+        assert "page 1 alone is too long to recall whole; its summary is in the contents page" in text
+    assert json.loads(answered(ctx, openai('{"page_index": 2}')))["page"] == 2
+    text = answered(ctx, attp("__result__ = [recall_page(2), recall_page(2)]"))
+    assert 'status = "success"' in text, "half the budget twice fits"
+    text = answered(ctx, attp("a = recall_page(2)\n__result__ = [a, a, a, a, a]"))
+    assert OVER_BUDGET in text
+    assert "each value used once" in text
+
+
+def test_a_page_over_the_character_bound_is_refused_before_its_tokens_are_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ctx = make(active_pages=1, summarizer=FixedSummarizer())
+    ctx.extend([user("Question"), assistant("a " * 300_000)])
+    ctx.end_round()
+    ctx.add(user("Now"))
+    counted: list[int] = []
+    count = memci.tokens.count
+    monkeypatch.setattr(memci.tokens, "count", lambda text, *a: counted.append(len(text)) or count(text, *a))
+    for call in (openai('{"page_index": 1}'), attp("__result__ = recall_page(1)")):
+        text = answered(ctx, call)
+        assert "Refused: the answer would be " in text
+        assert " characters long, over the 32000 tokens" in text
+        assert int(text.split("would be ")[1].split()[0]) > memci.context.attp.MAX_RESULT_CHARS
+        assert "page 1 alone is too long" in text
+    assert counted == [], "the page's tokens were never counted"
+    answered(ctx, openai('{"limit": 3}', name="list_pages"))
+    assert len(counted) == 1, "an answer within the bound is counted"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {
+            "id": "call_\ud800",
+            "type": "function",
+            "function": {"name": "recall_page", "arguments": '{"page_index": 1}'},
+        },
+        {"type": "tool_use", "id": "toolu_\ud800", "name": "recall_page", "input": {"page_index": 1}},
+        {"type": "function_call", "call_id": "call_\ud800", "name": "recall_page", "arguments": '{"page_index": 1}'},
+    ],
+    ids=["openai", "anthropic", "responses"],
+)
+def test_regression_a_call_id_with_a_lone_surrogate_gets_an_answer_add_accepts(call: dict[str, Any]) -> None:
+    """The answer echoed the id as it was, and ``add`` refused the answer."""
+    ctx = archived()
+    answer = ctx.handle_tool_call(call)
+    if answer.get("type") == "tool_result":
+        ctx.add({"role": "user", "content": [answer]})
+        reply_to, text = answer["tool_use_id"], answer["content"]
+    elif answer.get("type") == "function_call_output":
+        ctx.add(answer)
+        reply_to, text = answer["call_id"], answer["output"]
+    else:
+        ctx.add(answer)
+        reply_to, text = answer["tool_call_id"], answer["content"]
+    assert reply_to.endswith("_\\ud800"), "escaped, so the loop can still tell which call it was"
+    assert "holds a lone surrogate" in text
+    assert all(e.recall_count == 0 for e in ctx.contents), "the call did not run"
 
 
 # ---- fuzzing ------------------------------------------------------------------------------------
@@ -173,3 +301,41 @@ def test_attp_code_never_raises(code: str) -> None:
 def test_any_attp_text_never_raises(text: str) -> None:
     ctx = archived()
     answered(ctx, text)
+
+
+LITERALS = st.sampled_from(["1", "'x'", "'" + "y" * 1000 + "'", "None", "[]", "{'k': -2.5}"])
+CALLS = st.sampled_from(["recall_page(1)", "recall_page(2)", "list_pages(3)"])
+
+
+@st.composite
+def aliased_programs(draw: st.DrawFn) -> str:
+    """Code whose names hold lists and dicts (nested a level or two) of literals, a few calls and
+    earlier names, each name maybe used many times: results from a few characters to far beyond
+    any budget (a dozen copies a level, eight levels)."""
+    lines: list[str] = []
+    for i in range(draw(st.integers(1, 8))):
+        earlier = st.sampled_from([f"v{j}" for j in range(i)]) if i else LITERALS
+        items = draw(st.lists(earlier | LITERALS, min_size=1, max_size=4))
+        items += [draw(earlier)] * draw(st.integers(0, 12))  # one value shared, maybe many times
+        if draw(st.booleans()):
+            items.insert(draw(st.integers(0, len(items))), draw(CALLS))
+        if len(items) > 1 and draw(st.booleans()):  # nest the second half a level deeper
+            half = len(items) // 2
+            items = [*items[:half], "[" + ", ".join(items[half:]) + "]"]
+        shape = draw(st.sampled_from(["list", "tuple", "dict"]))
+        if shape == "dict":
+            value = "{" + ", ".join(f"'k{n}': {v}" for n, v in enumerate(items)) + "}"
+        elif shape == "tuple":
+            value = "(" + "".join(f"{v}, " for v in items) + ")"
+        else:
+            value = "[" + ", ".join(items) + "]"
+        lines.append(f"v{i} = {value}")
+    lines.append(f"__result__ = v{len(lines) - 1}")
+    return "\n".join(lines)
+
+
+@given(code=aliased_programs())
+def test_nested_and_aliased_results_are_answered_within_the_budget(code: str) -> None:
+    ctx = archived()
+    text = answered(ctx, attp(code))
+    assert 'status = "success"' in text or 'status = "refused"' in text or 'status = "error"' in text

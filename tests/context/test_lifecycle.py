@@ -225,13 +225,49 @@ def test_to_state_and_from_state_round_trip_through_json():
     again.save()  # the revision came along: the next save follows it
 
 
-def test_from_state_refuses_a_state_whose_archived_pages_were_never_saved():
+def test_to_state_carries_the_pages_archived_since_the_last_save_and_loads():
+    ctx = make(active_pages=1)
+    run_rounds(ctx, 1, 2)
+    ctx.save()
+    run_rounds(ctx, 3, 4)  # pages 2 and 3 archived since the save
+    state = json.loads(json.dumps(ctx.to_state()))
+    assert [page["index"] for page in state["unsaved_pages"]] == [2, 3]
+    again = memci.ContextSystem.from_state(state, ctx.storage, counter=words)
+    assert again.to_state() == ctx.to_state()
+    assert again.recall(3).messages() == interaction(3)  # read from the state: the storage lacks it
+    assert ctx.storage.get_page(3) is None
+    again.save()  # writes them
+    assert ctx.storage.get_page(3)["messages"] == interaction(3)
+    assert "unsaved_pages" not in again.to_state()
+    assert memci.ContextSystem.load(ctx.storage, counter=words).recall(2).messages() == interaction(2)
+
+
+def test_from_state_refuses_a_state_naming_pages_neither_it_nor_the_storage_holds():
     ctx = make(active_pages=1)
     run_rounds(ctx, 1, 3)  # pages 1 and 2 archived, not saved
-    with pytest.raises(memci.StateError, match=r"does not hold \(1, 2\).*save\(\) before to_state"):
-        memci.ContextSystem.from_state(ctx.to_state(), DictStorage(), counter=words)
+    state = ctx.to_state()
+    del state["unsaved_pages"]
+    with pytest.raises(memci.StateError, match=r"neither it nor the storage holds \(1, 2\)"):
+        memci.ContextSystem.from_state(state, DictStorage(), counter=words)
     ctx.save()
     assert memci.ContextSystem.from_state(ctx.to_state(), ctx.storage, counter=words).recall(1).index == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "words_"),
+    [
+        (lambda pages: pages[0].update(index=9), r"unsaved_pages'\]\[0\]\['index'\] is 9"),
+        (lambda pages: pages[0].pop("summary"), r"unsaved_pages'\]\[0\].*no 'summary'"),
+        (lambda pages: pages.append("page"), r"unsaved_pages'\]\[1\].*not a dict"),
+    ],
+)
+def test_from_state_refuses_bad_unsaved_pages_naming_them(change: Any, words_: str):
+    ctx = make(active_pages=1)
+    run_rounds(ctx, 1, 2)  # page 1 archived, not saved
+    state = ctx.to_state()
+    change(state["unsaved_pages"])
+    with pytest.raises(memci.StateError, match=words_):
+        memci.ContextSystem.from_state(state, DictStorage(), counter=words)
 
 
 # ---- copies and pickles -----------------------------------------------------------------------------------
@@ -275,7 +311,11 @@ def test_a_pickle_holds_json_text_and_memci_names_only():
     ctx.add({"role": "user", "content": [{"type": "text", "text": "a block"}], "name": "ann"})
     ops = list(pickletools.genops(pickle.dumps(ctx, protocol=2)))
     names = {arg for op, arg, _ in ops if op.name == "GLOBAL"}
-    assert names == {"memci.context.system _unpickle", "memci.storage.memory _restored"}
+    assert names == {
+        "memci.context.persistence _unpickle",
+        "memci.context.system ContextSystem",
+        "memci.storage.memory _restored",
+    }
     strings = [arg for _, arg, _ in ops if isinstance(arg, str)]
     assert "a block" not in strings  # no message is pickled as Python objects...
     assert any('"text":"a block"' in s or '"text": "a block"' in s for s in strings)  # ...it is JSON text
@@ -379,3 +419,31 @@ def test_agent_tools_count_against_max_context_tokens():
 def test_bad_agent_tools_are_refused_by_name(tools: object, message: str):
     with pytest.raises(memci.InvalidOperationError, match=message):
         memci.ContextSystem(agent_tools=tools)  # type: ignore[arg-type]
+
+
+# ---- feed: a framework's new messages ---------------------------------------------------------------------
+
+
+def test_feed_ends_the_round_before_a_new_request_then_adds_as_extend_does():
+    fed, by_hand = make(active_pages=1), make(active_pages=1)
+    for turn in range(1, 5):
+        batch = interaction(turn)
+        result = fed.feed(batch)
+        by_hand.end_round()
+        by_hand.extend(batch)
+        assert result is not None
+        assert result.round == turn
+        assert fed.to_state() == by_hand.to_state()
+    assert fed.feed([assistant("more")]) is None  # no new request: the round goes on
+    tool_results = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]}
+    assert fed.feed([tool_results]) is None  # tool results join the open page
+    assert (fed.round, fed.pages[-1].index) == (4, 4)
+
+
+def test_feed_refusing_a_message_changes_nothing_the_round_included():
+    ctx = make(active_pages=1)
+    ctx.feed(interaction(1))
+    before = ctx.to_state()
+    with pytest.raises(memci.InvalidMessageError, match=r"messages\[1\]"):
+        ctx.feed([user("next"), {"role": "nobody", "content": "?"}])
+    assert ctx.to_state() == before

@@ -12,7 +12,10 @@ from typing import Any
 import memci
 import pytest
 from context_helpers import FixedSummarizer, interaction, make, run_rounds, user
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from memci.context import recall
+from memci.context.page import ArchivedPage
 
 
 def archived(**kwargs: Any) -> memci.ContextSystem:
@@ -352,6 +355,84 @@ def test_a_page_the_storage_holds_in_another_shape_is_named():
     ctx.storage.pages[1] = json.dumps({"index": 1, "messages": "nope"})  # type: ignore[attr-defined]
     with pytest.raises(memci.PageError, match="page 1 in the storage is not an archived page"):
         ctx.recall(1)
+
+
+# ---- run_tool: a tool called by name, as the frameworks call it ----------------------------------------
+
+
+def test_run_tool_answers_as_handle_tool_call_does_and_counts_the_recall():
+    ctx, twin = archived(), archived()
+    text = ctx.run_tool("recall_page", {"page_index": 1})
+    assert text == twin.handle_tool_call(openai_call("recall_page", '{"page_index": 1}'))["content"]
+    assert json.loads(text)["messages"] == interaction(1)
+    assert ctx.run_tool("recall_page", '{"page_index": 2}') == twin.run_tool("recall_page", {"page_index": 2})
+    assert [e.recall_count for e in ctx.contents if e.index in (1, 2)] == [1, 1]
+    assert [entry["index"] for entry in json.loads(ctx.run_tool("list_pages", None))] == [3, 2, 1]
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "words"),
+    [
+        ("delete_everything", {}, "delete_everything"),
+        ("recall_page", "{not json", "JSON"),
+        ("recall_page", {"page_index": 99}, "page 99 does not exist"),
+        ("recall_page", {"page_index": object()}, "recall_page"),
+        ("list_pages", {"limit": "ten"}, "limit"),
+    ],
+)
+def test_run_tool_answers_what_the_model_wrote_wrong_in_text(name: str, arguments: Any, words: str):
+    ctx = archived()
+    before = ctx.to_state()
+    assert words in ctx.run_tool(name, arguments)
+    assert ctx.to_state() == before  # a refusal changes nothing
+
+
+_ARGUMENTS = st.one_of(st.none(), st.text(max_size=40), st.dictionaries(st.text(max_size=8), st.integers()))
+
+
+@given(st.sampled_from(["recall_page", "list_pages", "", "other"]) | st.text(max_size=20), _ARGUMENTS)
+@settings(max_examples=60, deadline=None)
+def test_run_tool_never_raises_whatever_the_model_wrote(name: str, arguments: Any):
+    assert isinstance(archived().run_tool(name, arguments), str)
+
+
+def _record(**change: Any) -> dict[str, Any]:
+    return {
+        "index": 1,
+        "messages": [{"role": "user", "content": "q"}, {"type": "function_call", "call_id": "c"}],
+        "summary": "s",
+        "entry_summaries": ["user: q"],
+        "archived_round": 2,
+        **change,
+    }
+
+
+@pytest.mark.parametrize(
+    ("page", "words"),
+    [
+        ("not a page", "it is a str, not a dict"),
+        ({k: v for k, v in _record().items() if k != "summary"}, "it has no 'summary'"),
+        (_record(index=2), "it says index 2"),
+        (_record(summary=None), "its 'summary' is a NoneType, not a str"),
+        (_record(messages="hello"), "its 'messages' is a str, not a list"),
+        (_record(messages=["hello"]), r"messages\[0\] is not a message dict"),
+        (_record(messages=[{"content": "no role"}]), r"messages\[0\] is not a message dict with a role"),
+        (_record(entry_summaries=["ok", 3]), r"entry_summaries\[1\] is a int, not a str"),
+        (_record(archived_round=-1), "its archived_round is -1"),
+        (_record(archived_round=1.5), "its 'archived_round' is a float, not a int"),
+        (_record(archived_round=True), "its 'archived_round' is a bool, not a int"),
+    ],
+)
+def test_an_archived_page_record_is_checked_once_naming_what_is_wrong(page: Any, words: str):
+    with pytest.raises(memci.PageError, match=r"page 1 in the storage is not an archived page: " + words):
+        ArchivedPage.from_dict(page, 1)
+
+
+def test_an_archived_page_record_round_trips_its_dict_and_ignores_other_keys():
+    record = ArchivedPage.from_dict({**_record(), "note": 1}, 1)
+    assert record.entry_summaries == ("user: q",)
+    assert record.to_dict() == _record()
+    assert list(record.to_dict()) == ["index", "messages", "summary", "entry_summaries", "archived_round"]
 
 
 # ---- requests and answers, without a system ----------------------------------------------------------

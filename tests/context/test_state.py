@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import tracemalloc
 from typing import Any
 
 import memci
@@ -281,3 +282,46 @@ def test_an_empty_window_after_archived_pages_loads_and_goes_on(forget: bool) ->
             loaded.recall(1)
     else:
         assert loaded.recall(1).messages() == [{"role": "user", "content": "a"}]
+
+
+# ---- a state costs what it holds, whatever indices it claims ---------------------------------------------
+
+
+def _claiming(index: int) -> dict[str, Any]:
+    """A small state (about 500 bytes of JSON) whose one active page is page ``index``: it claims
+    ``index - 1`` archived pages it does not hold."""
+    state = memci.ContextSystem("Be brief.", counter=words).to_state()
+    state.update(pages=[{"index": index, "messages": [user("hi")]}], next_index=index + 1, pages_through=index - 1)
+    return state
+
+
+@pytest.mark.parametrize("load", ["from_state", "load"])
+def test_a_small_state_claiming_a_huge_index_costs_what_it_holds(load: str):
+    state = _claiming(50_000_000)
+    assert len(json.dumps(state)) < 600
+    storage = DictStorage()
+    tracemalloc.start()
+    try:
+        if load == "from_state":
+            with pytest.raises(memci.StateError, match=r"neither it nor the storage holds \(1, 2, 3, 4, 5, \.\.\.\)"):
+                memci.ContextSystem.from_state(state, storage, counter=words)
+        else:
+            storage.save_state(state)
+            ctx = memci.ContextSystem.load(storage, counter=words)  # the store lost them: a recall says so
+            with pytest.raises(memci.PageError, match="storage does not hold it"):
+                ctx.recall(49_999_999)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5_000_000  # the claimed range was never enumerated (it took 2 GB)
+
+
+def test_from_state_names_the_gap_in_the_archived_pages_the_storage_holds():
+    ctx = make(active_pages=1)
+    run_rounds(ctx, 1, 4)  # pages 1 to 3 archived
+    ctx.save()
+    storage = ctx.storage
+    assert isinstance(storage, DictStorage)
+    del storage.pages[2]
+    with pytest.raises(memci.StateError, match=r"holds \(2\)$"):
+        memci.ContextSystem.from_state(ctx.to_state(), storage, counter=words)

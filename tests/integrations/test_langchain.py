@@ -8,6 +8,7 @@ examples run in tests/test_docs.py."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import memci
 import pytest
 
 pytest.importorskip("langchain.agents")
+from factories import run_together
 from fake_chat import model  # needs langchain-core
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -215,3 +217,364 @@ def test_a_history_on_redis(redis_url: str) -> None:
     on_redis("x").add_messages(HISTORY)
     assert on_redis("x").messages == HISTORY
     assert on_redis("y").messages == []
+
+
+# ---- conversations kept apart -------------------------------------------------------------------
+
+
+def test_the_context_middleware_keeps_interleaved_threads_apart(tmp_path: Path) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    def for_thread(thread_id: str) -> memci.ContextSystem:
+        return memci.ContextSystem(
+            None, active_pages=1, storage=memci.SqliteStorage(tmp_path / "agent.db", namespace=thread_id)
+        )
+
+    fake = model([AIMessage(f"Noted {i}.") for i in range(12)])
+    agent = create_agent(fake, [], middleware=[MemciContextMiddleware(for_thread)], checkpointer=InMemorySaver())
+    users = ["alice", "bob", "carol@example.com"]
+    for turn in range(3):
+        for name in users:
+            agent.invoke(
+                {"messages": [HumanMessage(f"{name} says secret {turn}.")]}, {"configurable": {"thread_id": name}}
+            )
+    for sent, name in zip(fake.sent, [n for _ in range(3) for n in users], strict=True):
+        text = " ".join(str(m.content) for m in sent)
+        assert f"{name} says" in text
+        assert all(f"{other} says" not in text for other in users if other != name)
+    for name in users:  # each thread's archive is its own
+        assert (
+            memci.ContextSystem.open(memci.SqliteStorage(tmp_path / "agent.db", namespace=name))
+            .search("secret 0")[0]
+            .page_index
+            == 1
+        )
+
+
+def test_the_context_middleware_keeps_concurrent_threads_apart() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    class Echo(type(model([]))):  # type: ignore[misc]
+        def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+            from langchain_core.outputs import ChatGeneration, ChatResult
+
+            self.sent.append(list(messages))
+            return ChatResult(generations=[ChatGeneration(message=AIMessage("heard: " + str(messages[-1].content)))])
+
+    fake = Echo(messages=iter([]), sent=[])
+    agent = create_agent(
+        fake, [], middleware=[MemciContextMiddleware(lambda _: memci.ContextSystem(None))], checkpointer=InMemorySaver()
+    )
+
+    def talk(user: int) -> None:
+        for turn in range(5):
+            config = {"configurable": {"thread_id": f"u{user}"}}
+            agent.invoke({"messages": [HumanMessage(f"user{user} turn{turn}")]}, config)
+
+    run_together(*(functools.partial(talk, u) for u in range(4)))
+    assert len(fake.sent) == 20
+    for sent in fake.sent:
+        owner = str(sent[-1].content).split()[0]
+        text = " ".join(str(m.content) for m in sent)
+        assert all(f"user{u} " not in text for u in range(4) if f"user{u}" != owner), text  # nobody else's words
+
+
+def test_one_context_system_serves_one_thread_only() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    agent = create_agent(
+        model([AIMessage("a"), AIMessage("b")]),
+        [],
+        middleware=[MemciContextMiddleware(memci.ContextSystem(None))],
+        checkpointer=InMemorySaver(),
+    )
+    agent.invoke({"messages": [HumanMessage("alice's secret")]}, {"configurable": {"thread_id": "alice"}})
+    with pytest.raises(memci.InvalidOperationError, match=r"thread .bob.*factory"):
+        agent.invoke({"messages": [HumanMessage("bob here")]}, {"configurable": {"thread_id": "bob"}})
+
+
+class SameIds(type(model([]))):  # type: ignore[misc]
+    """Answers "ok" with the id ``a<n>`` (n: the human messages it was sent): every thread's
+    answers get the same ids."""
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        from langchain_core.outputs import ChatGeneration, ChatResult
+
+        self.sent.append(list(messages))
+        answer = AIMessage("ok", id=f"a{sum(m.type == 'human' for m in messages)}")
+        return ChatResult(generations=[ChatGeneration(message=answer)])
+
+
+def test_the_trim_middleware_keeps_threads_with_the_same_message_ids_apart() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    fake = SameIds(messages=iter([]), sent=[])
+    agent = create_agent(fake, [], middleware=[MemciTrimMiddleware(60)], checkpointer=InMemorySaver())
+    # Both threads' messages have the same ids, with different texts: a mirror keyed by ids alone
+    # counts one thread's texts for the other's.
+    for turn in range(4):
+        for name, words in (("short", "hi"), ("long", "a much longer question " * 6)):
+            config = {"configurable": {"thread_id": name}}
+            agent.invoke({"messages": [HumanMessage(f"{words} {turn}", id=f"q{turn}")]}, config)
+    assert len(fake.sent) == 8
+    for sent in fake.sent:
+        assert memci.tokens.count_messages(as_dicts(sent)) <= 60 or len(sent) == 1
+        assert len({("much longer" in str(m.content)) for m in sent if m.type == "human"}) == 1
+
+
+def test_a_recall_saves_its_count(tmp_path: Path) -> None:
+    store = memci.SqliteStorage(tmp_path / "agent.db")
+    middleware = MemciContextMiddleware(memci.ContextSystem(None, active_pages=1, storage=store))
+    recall = AIMessage(content="", tool_calls=[{"name": "recall_page", "args": {"page_index": 1}, "id": "r1"}])
+    agent = create_agent(model([AIMessage("a"), AIMessage("b"), recall, AIMessage("c")]), [], middleware=[middleware])
+    messages: list[Any] = []
+    for text in ["alpha", "beta", "which first?"]:
+        messages = agent.invoke({"messages": [*messages, HumanMessage(text)]})["messages"]
+    reopened = memci.ContextSystem.open(memci.SqliteStorage(tmp_path / "agent.db"))
+    assert {e.index: e.recall_count for e in reopened.contents}[1] == 1
+
+
+# ---- a lossless history -------------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from langchain_core.messages import (  # noqa: E402
+    AIMessageChunk,
+    ChatMessage,
+    FunctionMessage,
+    HumanMessageChunk,
+    SystemMessage,
+)
+
+USAGE = {
+    "input_tokens": 120,
+    "output_tokens": 30,
+    "total_tokens": 150,
+    "input_token_details": {"cache_read": 100},
+    "output_token_details": {"reasoning": 12},
+}
+#: Realistic shapes of every LangChain message class, as providers' integrations fill them.
+SHAPES: list[BaseMessage] = [
+    HumanMessage("plain", id="h1"),
+    HumanMessage(
+        [
+            {"type": "text", "text": "What is in this image?"},
+            {"type": "text", "text": "And this one?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+        ],
+        id="h2",
+        name="ada",
+        additional_kwargs={"metadata": {"source": "web"}},
+    ),
+    HumanMessage([{"type": "image", "source_type": "url", "url": "https://example.com/x.png"}]),
+    SystemMessage([{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}], id="s1"),
+    AIMessage(
+        "Sunny.",
+        id="run-1",
+        usage_metadata=USAGE,
+        response_metadata={
+            "model_name": "gpt-4o",
+            "finish_reason": "stop",
+            "logprobs": None,
+            "system_fingerprint": "fp",
+        },
+        additional_kwargs={"refusal": None},
+    ),
+    AIMessage(
+        "",
+        tool_calls=[
+            {"name": "weather", "args": {"city": "Paris", "days": [1, 2]}, "id": "c1", "type": "tool_call"},
+            {"name": "time", "args": {}, "id": "c2", "type": "tool_call"},
+        ],
+        invalid_tool_calls=[
+            {"name": "broken", "args": "{not json", "id": "c3", "error": "bad JSON", "type": "invalid_tool_call"}
+        ],
+        additional_kwargs={
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}]
+        },
+        usage_metadata=USAGE,
+        id="run-2",
+    ),
+    AIMessage(
+        [
+            {"type": "thinking", "thinking": "The user wants...", "signature": "sig=="},
+            {"type": "text", "text": "First part."},
+            {"type": "text", "text": "Second part."},
+            {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Rome"}},
+        ],
+        tool_calls=[{"name": "weather", "args": {"city": "Rome"}, "id": "toolu_1", "type": "tool_call"}],
+        response_metadata={"stop_reason": "tool_use", "model": "claude", "usage": {"input_tokens": 9}},
+        name="assistant-1",
+    ),
+    AIMessageChunk("partial", id="chunk-1", usage_metadata=USAGE, response_metadata={"finish_reason": "length"}),
+    ToolMessage(
+        "Sunny, 21C.",
+        tool_call_id="c1",
+        id="t1",
+        name="weather",
+        artifact={"raw": {"temp": 21.5, "ok": True, "tags": ["a", None]}},
+        additional_kwargs={"latency_ms": 3},
+    ),
+    ToolMessage([{"type": "text", "text": "error: city unknown"}], tool_call_id="c2", status="error"),
+    ChatMessage("A custom role.", role="critic", id="x1"),
+    FunctionMessage("42", name="compute", id="f1"),
+    HumanMessageChunk("chunked", id="hc"),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda m: f"{type(m).__name__}")
+def test_every_message_shape_round_trips(shape: BaseMessage, tmp_path: Path) -> None:
+    MemciChatMessageHistory("s", tmp_path / "chats.db").add_messages([shape])
+    (back,) = MemciChatMessageHistory("s", tmp_path / "chats.db").messages
+    assert type(back) is type(shape)
+    assert back == shape
+    assert back.model_dump() == shape.model_dump()  # every field, content blocks kept as blocks
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    kwargs=st.dictionaries(st.text(max_size=8), json_values, max_size=3),
+    metadata=st.dictionaries(st.text(max_size=8), json_values, max_size=3),
+    artifact=json_values,
+    text=st.text(),
+)
+def test_any_json_fields_round_trip(kwargs: dict[str, Any], metadata: dict[str, Any], artifact: Any, text: str) -> None:
+    messages: list[BaseMessage] = [
+        HumanMessage(text, additional_kwargs=kwargs, response_metadata=metadata),
+        AIMessage([{"type": "text", "text": text}], additional_kwargs=kwargs, response_metadata=metadata),
+        ToolMessage(text, tool_call_id="c", artifact=artifact, additional_kwargs=kwargs),
+    ]
+    history = MemciChatMessageHistory("p")
+    history.add_messages(messages)
+    assert history.messages == messages
+
+
+def test_a_value_that_is_not_json_is_refused_and_nothing_is_written() -> None:
+    history = MemciChatMessageHistory("s")
+    history.add_messages(HISTORY[:1])
+    with pytest.raises(memci.MemciError, match="artifact"):
+        history.add_messages([ToolMessage("x", tool_call_id="c", artifact=object())])
+    assert history.messages == HISTORY[:1]
+
+
+def test_the_constructor_does_no_io_and_acreate_opens_off_the_loop(tmp_path: Path) -> None:
+    path = tmp_path / "chats.db"
+    history = MemciChatMessageHistory("s", path)
+    assert not path.exists()  # nothing opened yet
+
+    async def run() -> list[BaseMessage]:
+        opened = await MemciChatMessageHistory.acreate("s", path)
+        assert path.exists()
+        await opened.aadd_messages(HISTORY)
+        return await history.aget_messages()
+
+    assert asyncio.run(run()) == HISTORY
+
+
+def test_messages_stored_by_an_older_memci_are_read() -> None:
+    storage = memci.MemoryStorage()
+    from memci.integrations.message_log import MessageLog
+
+    MessageLog(storage).append(memci.formats.from_langchain(HISTORY))
+    assert MemciChatMessageHistory("s", storage=storage).messages == HISTORY
+
+
+# ---- trim_messages through the migration guide's mapping ------------------------------------------
+
+
+def per_block_counter(messages: list[BaseMessage]) -> int:
+    """A LangChain token counter that counts a message's text blocks one by one (3 per message,
+    1 per word, 2 per block), as counters that bill blocks do."""
+    total = 0
+    for m in messages:
+        total += 3
+        if isinstance(m.content, str):
+            total += len(m.content.split())
+        else:
+            total += sum(2 + len(str(block.get("text", "")).split()) for block in m.content if isinstance(block, dict))
+    return total
+
+
+@pytest.mark.parametrize("strategy", ["first", "last"])
+@pytest.mark.parametrize("budget", [8, 15, 22, 30, 40, 60])
+def test_trim_to_tokens_keeps_what_trim_messages_keeps_on_block_content(strategy: str, budget: int) -> None:
+    from langchain_core.messages import trim_messages
+
+    messages: list[BaseMessage] = [
+        SystemMessage("You are a terse agent."),
+        HumanMessage("What is in the two reports?", id="q1"),
+        AIMessage(
+            [
+                {"type": "text", "text": "The first report says sales rose."},
+                {"type": "text", "text": "The second one agrees."},
+            ],
+            id="a1",
+        ),
+        HumanMessage([{"type": "text", "text": "And the costs?"}], id="q2"),
+        AIMessage("Costs fell by a tenth.", id="a2"),
+    ]
+    converted = memci.formats.from_langchain(messages)
+    assert converted[2]["content"] == [
+        {"type": "text", "text": "The first report says sales rose."},
+        {"type": "text", "text": "The second one agrees."},
+    ]  # blocks stay blocks; a counter reading them sees what LangChain's sees
+    keep_system = strategy == "last"  # LangChain takes include_system with "last" only
+    native = trim_messages(
+        messages, max_tokens=budget, token_counter=per_block_counter, strategy=strategy, include_system=keep_system
+    )
+    arr = memci.MessageArray(converted)
+    arr.trim_to_tokens(
+        budget,
+        strategy=strategy,
+        keep_system=keep_system,
+        start_on=None,
+        counter=lambda m: per_block_counter(memci.formats.to_langchain([m])),
+    )
+    assert memci.formats.to_langchain(arr.messages()) == native
+
+
+# ---- ContextHook as a create_agent middleware ------------------------------------------------------
+
+
+def test_the_context_hook_middleware_keeps_checkpoints_small_and_recalls_per_thread() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.store.memory import InMemoryStore
+    from memci.integrations.langchain import MemciContextHookMiddleware
+
+    store, saver = InMemoryStore(), InMemorySaver()
+    recall = AIMessage(content="", tool_calls=[{"name": "recall_page", "args": {"page_index": 1}, "id": "r1"}])
+    fake = model([AIMessage("Noted."), AIMessage("Noted."), AIMessage("Noted."), recall, AIMessage("It was alpha.")])
+    middleware = MemciContextHookMiddleware(active_pages=1)
+    agent = create_agent(fake, [], middleware=[middleware], checkpointer=saver, store=store)
+    ada, bob = {"configurable": {"thread_id": "ada@example.com"}}, {"configurable": {"thread_id": "bob"}}
+    agent.invoke({"messages": [HumanMessage("The code word is alpha.")]}, ada)
+    agent.invoke({"messages": [HumanMessage("Bob's word is omega.")]}, bob)
+    agent.invoke({"messages": [HumanMessage("The next one is beta.")]}, ada)
+    state = agent.invoke({"messages": [HumanMessage("What was the first code word?")]}, ada)
+    assert state["messages"][-1].content == "It was alpha."
+    assert len(state["messages"]) <= 3  # only what arrived since the last model call
+    answer = fake.sent[-1][-1]
+    assert isinstance(answer, ToolMessage)
+    assert "The code word is alpha." in str(answer.content)
+    assert all("omega" not in str(m.content) for sent in fake.sent[2:] for m in sent)  # Bob's stays Bob's
+    ctx = middleware.hook.context(state, store, "ada@example.com")
+    assert {e.index: e.recall_count for e in ctx.contents}[1] == 1  # the recall, saved
+
+
+def test_the_context_hook_middleware_refuses_both_a_hook_and_options() -> None:
+    from memci.integrations.langchain import MemciContextHookMiddleware
+    from memci.integrations.langgraph import ContextHook
+
+    with pytest.raises(memci.InvalidOperationError, match="not both"):
+        MemciContextHookMiddleware(ContextHook(), active_pages=2)

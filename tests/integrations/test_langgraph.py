@@ -6,21 +6,26 @@ tests/storage (kind ``langgraph``); the docs page's examples run in tests/test_d
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import memci
 import pytest
 
 pytest.importorskip("langgraph")
+from factories import run_together
 from fake_chat import model  # needs langchain-core
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph.message import add_messages
+from langgraph.managed import RemainingSteps
 from langgraph.prebuilt import create_react_agent
 from langgraph.store.memory import InMemoryStore
-from memci.integrations.langgraph import ContextHook, ContextState, LangGraphStorage, trim_hook
+from memci.integrations.langgraph import ContextHook, ContextState, LangGraphStorage, newest_state, trim_hook
+from pydantic import BaseModel
 
 ROOT = Path(__file__).resolve().parents[2]
 # create_react_agent moved to langchain.agents in LangGraph 1.0 and warns; it is what the issue names.
@@ -173,3 +178,167 @@ def test_the_agent_recalls_a_page_and_a_resumed_thread_continues() -> None:
     assert "The code word is alpha." in str(answer.content)
     ctx = hook.context(result, store, "r")
     assert ctx.search("alpha")[0].page_index == 1
+
+
+# ---- threads kept apart, any thread id ----------------------------------------------------------
+
+THREAD_IDS = ["alice", "alice@example.com", "a.b.c", "ünï.cødé 漢字", "%2E", ".", "x\x00y", ""]
+
+
+def test_thread_labels_are_valid_and_one_to_one() -> None:
+    from memci.integrations.langgraph import thread_label
+
+    labels = [thread_label(t) for t in THREAD_IDS]
+    assert len(set(labels)) == len(labels)
+    assert all(label and "." not in label and "\x00" not in label for label in labels)
+    assert thread_label("alice") == "alice"  # ids without those characters keep their label
+
+
+def test_the_context_hook_keeps_interleaved_threads_apart_whatever_their_ids() -> None:
+    hook = ContextHook(active_pages=1)
+    store, saver = InMemoryStore(), InMemorySaver()
+    fake = model([AIMessage(content=f"Noted {i}.") for i in range(3 * len(THREAD_IDS))])
+    agent = create_react_agent(
+        fake, hook.tools(), pre_model_hook=hook, state_schema=ContextState, checkpointer=saver, store=store
+    )
+    order = [t for _ in range(3) for t in THREAD_IDS]
+    for turn, thread in enumerate(order):
+        agent.invoke({"messages": [("user", f"<{thread}> secret {turn}")]}, {"configurable": {"thread_id": thread}})
+    for sent, thread in zip(fake.sent, order, strict=True):
+        text = " ".join(str(m.content) for m in sent)
+        assert f"<{thread}>" in text
+        assert all(f"<{other}>" not in text for other in THREAD_IDS if other != thread)
+
+
+def test_the_trim_hook_keeps_concurrent_threads_apart() -> None:
+    from langchain_core.runnables import RunnableLambda
+
+    hook = RunnableLambda(trim_hook(50))
+
+    def run(thread: int) -> None:
+        for turn in range(30):
+            # Every thread uses the same message ids, with its own texts.
+            texts = [f"t{thread} " * (thread + 1) * (i + 1) for i in range(turn + 1)]
+            messages = memci.formats.to_langchain(
+                [{"role": "user", "content": text, "id": f"m{i}"} for i, text in enumerate(texts)]
+            )
+            sent = hook.invoke({"messages": messages}, {"configurable": {"thread_id": f"t{thread}"}})
+            kept = sent["llm_input_messages"]
+            assert kept == messages[len(messages) - len(kept) :]
+            assert memci.tokens.count_messages(as_dicts(kept)) <= 50 or len(kept) == 1
+
+    run_together(*(functools.partial(run, t) for t in range(4)))
+
+
+def test_the_context_hook_keeps_concurrent_threads_apart() -> None:
+    from fake_chat import RecordingModel
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    class Echo(RecordingModel):
+        def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+            self.sent.append(list(messages))
+            answer = AIMessage("heard " + str(messages[-1].content))
+            return ChatResult(generations=[ChatGeneration(message=answer)])
+
+    hook = ContextHook(active_pages=2)
+    fake = Echo(messages=iter([]), sent=[])
+    agent = create_react_agent(
+        fake,
+        hook.tools(),
+        pre_model_hook=hook,
+        state_schema=ContextState,
+        checkpointer=InMemorySaver(),
+        store=InMemoryStore(),
+    )
+
+    def talk(user: int) -> None:
+        for turn in range(6):
+            config = {"configurable": {"thread_id": f"user{user}@example.com"}}
+            agent.invoke({"messages": [("user", f"<user{user}> turn {turn}")]}, config)
+
+    run_together(*(functools.partial(talk, u) for u in range(4)))
+    assert len(fake.sent) == 24
+    for sent in fake.sent:
+        owner = str(sent[-1].content).split()[0]
+        text = " ".join(str(m.content) for m in sent)
+        assert all(f"<user{u}>" not in text for u in range(4) if f"<user{u}>" != owner), text
+
+
+# ---- Pydantic states, a missing schema, recall counts -------------------------------------------
+
+
+def test_the_hooks_take_a_pydantic_state() -> None:
+    class State(BaseModel):
+        messages: Annotated[list[BaseMessage], add_messages]
+        remaining_steps: RemainingSteps = 25
+        memci: Annotated[dict[str, Any] | None, newest_state] = None
+
+    fake = model(list(script(4)))
+    agent = create_react_agent(
+        fake, [weather], pre_model_hook=trim_hook(60), state_schema=State, checkpointer=InMemorySaver()
+    )
+    for i in range(4):
+        state = agent.invoke({"messages": [("user", f"Question {i}")]}, {"configurable": {"thread_id": "p"}})
+    assert len(state["messages"]) == 4 * 2 + 2 * 2
+    assert all(memci.validate_messages(as_dicts(sent)).valid for sent in fake.sent)
+
+    hook = ContextHook(active_pages=1)
+    recall = AIMessage(content="", tool_calls=[{"name": "recall_page", "args": {"page_index": 1}, "id": "r1"}])
+    fake = model([AIMessage("a"), recall, AIMessage("It was alpha.")])
+    agent = create_react_agent(
+        fake, hook.tools(), pre_model_hook=hook, state_schema=State, checkpointer=InMemorySaver(), store=InMemoryStore()
+    )
+    config = {"configurable": {"thread_id": "p"}}
+    agent.invoke({"messages": [("user", "alpha")]}, config)
+    result = agent.invoke({"messages": [("user", "which first?")]}, config)
+    assert result["messages"][-1].content == "It was alpha."
+    assert "alpha" in str(fake.sent[-1][-1].content)
+
+    class NoKey(BaseModel):
+        messages: Annotated[list[BaseMessage], add_messages]
+        remaining_steps: RemainingSteps = 25
+
+    with pytest.raises(memci.InvalidOperationError, match="NoKey has no 'memci' field"):
+        hook(NoKey(messages=[]))
+
+
+def test_a_missing_state_schema_gets_an_error_naming_the_fix() -> None:
+    hook = ContextHook()
+    agent = create_react_agent(
+        model([AIMessage("a"), AIMessage("b")]),
+        hook.tools(),
+        pre_model_hook=hook,
+        checkpointer=InMemorySaver(),
+        store=InMemoryStore(),
+    )
+    config = {"configurable": {"thread_id": "t"}}
+    agent.invoke({"messages": [("user", "one")]}, config)
+    with pytest.raises(memci.InvalidOperationError, match="state_schema=ContextState"):
+        agent.invoke({"messages": [("user", "two")]}, config)
+
+
+def test_a_recall_runs_on_the_threads_system_and_its_count_is_saved() -> None:
+    hook = ContextHook(active_pages=1)
+    store, saver = InMemoryStore(), InMemorySaver()
+    recall = [
+        AIMessage(
+            content="",
+            tool_calls=[
+                {"name": "recall_page", "args": {"page_index": 1}, "id": "r1"},
+                {"name": "recall_page", "args": {"page_index": 1}, "id": "r2"},
+            ],
+        )
+    ]
+    fake = model([AIMessage("a"), AIMessage("b"), *recall, AIMessage("done")])
+    agent = create_react_agent(
+        fake, hook.tools(), pre_model_hook=hook, state_schema=ContextState, checkpointer=saver, store=store
+    )
+    config = {"configurable": {"thread_id": "alice@example.com"}}
+    for text in ["alpha", "beta", "recall twice"]:
+        state = agent.invoke({"messages": [("user", text)]}, config)
+    assert state["messages"][-1].content == "done"
+    counts = {e.index: e.recall_count for e in ContextHook().context(state, store, "alice@example.com").contents}
+    assert counts[1] == 2  # both recalls, in parallel, saved in the state and the store
+    stored = LangGraphStorage(store, ("memci", "alice@example%2Ecom")).load_state()
+    assert stored is not None
+    assert stored["revision"] == state["memci"]["revision"]

@@ -218,3 +218,316 @@ def test_a_function_agent_stores_its_tool_calls_whole() -> None:
     assert memci.validate_messages(stored).valid
     small = MemciChatMemory.from_defaults(chat_history=memory.get_all(), token_limit=60)
     assert memci.validate_messages([to_memci(m) for m in small.get()]).valid
+
+
+# ---- the async path -----------------------------------------------------------------------------
+
+
+class StrictStore(SimpleChatStore):
+    """A chat store that refuses arguments its API does not have (as Redis's or Postgres's do)."""
+
+    def get_messages(self, key: str) -> list[ChatMessage]:  # type: ignore[override]
+        return super().get_messages(key)
+
+    async def aget_messages(self, key: str) -> list[ChatMessage]:  # type: ignore[override]
+        return super().get_messages(key)
+
+
+def test_aget_trims_as_get_does_and_passes_the_store_nothing_extra() -> None:
+    messages = history(12)
+    memory = MemciChatMemory.from_defaults(chat_history=messages, chat_store=StrictStore(), token_limit=200)
+
+    async def run() -> tuple[list[ChatMessage], list[ChatMessage]]:
+        return await memory.aget(), await memory.aget(input="hello", initial_token_count=50)
+
+    whole, with_prompt = asyncio.run(run())
+    assert whole == memory.get()
+    assert with_prompt == memory.get(initial_token_count=50)
+    assert len(with_prompt) < len(whole) < len(messages)
+    assert memci.tokens.count_messages([to_memci(m) for m in whole]) <= 200
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # llama-index's workflows
+@pytest.mark.parametrize("kind", ["ChatMemoryBuffer", "MemciChatMemory"])
+def test_a_function_agent_with_a_small_limit_sends_a_trimmed_history(kind: str) -> None:
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+    from llama_index.core.memory import ChatMemoryBuffer
+
+    sent: list[list[ChatMessage]] = []
+
+    def respond(messages: Any, **kwargs: Any) -> ChatMessage:
+        sent.append(list(messages))
+        return assistant("ok " * 5)
+
+    cls: Any = ChatMemoryBuffer if kind == "ChatMemoryBuffer" else MemciChatMemory
+    past = [m for i in range(15) for m in (user(f"question {i} " * 4), assistant(f"answer {i} " * 4))]
+    memory = cls.from_defaults(chat_history=past, token_limit=200)
+    agent = FunctionAgent(tools=[], llm=MockFunctionCallingLLM(response_generator=respond), system_prompt="Be brief.")
+
+    async def run() -> None:
+        await agent.run("the newest question", memory=memory)
+
+    asyncio.run(run())
+    history_sent = [m for m in sent[-1] if m.role != MessageRole.SYSTEM]
+    assert history_sent[-1].content == "the newest question"
+    assert 2 < len(history_sent) < len(past) // 2  # trimmed, as ChatMemoryBuffer trims it
+    assert history_sent[0].role == MessageRole.USER
+    assert len(memory.get_all()) == 30 + 2  # everything kept
+
+
+@pytest.mark.parametrize("kind", ["ChatMemoryBuffer", "MemciChatMemory"])
+def test_a_simple_chat_engine_chats_async_and_streams(kind: str) -> None:
+    from llama_index.core.chat_engine import SimpleChatEngine
+    from llama_index.core.llms.mock import MockLLMWithChatMemoryOfLastCall
+    from llama_index.core.memory import ChatMemoryBuffer
+
+    cls: Any = ChatMemoryBuffer if kind == "ChatMemoryBuffer" else MemciChatMemory
+    llm = MockLLMWithChatMemoryOfLastCall()
+    memory = cls.from_defaults(token_limit=100)
+    engine = SimpleChatEngine.from_defaults(llm=llm, memory=memory, system_prompt="Be brief.")
+
+    async def run() -> str:
+        for i in range(6):
+            await engine.achat(f"message {i} " * 4)
+        streamed = await engine.astream_chat("streamed " * 3)
+        return "".join([token async for token in streamed.async_response_gen()])
+
+    text = asyncio.run(run())
+    assert "streamed" in text
+    sent = list(llm.last_chat_messages or [])
+    assert sent[0].content == "Be brief."
+    assert sent[-1].content == "streamed " * 3
+    assert len(sent) - 1 < 13  # trimmed to the limit
+    assert len(memory.get_all()) == 14
+
+
+# ---- tool calls in every shape LlamaIndex keeps them ---------------------------------------------
+
+
+def test_get_reads_tool_selections_blocks_and_anthropic_calls() -> None:
+    from llama_index.core.llms.llm import ToolSelection
+
+    shapes: list[dict[str, Any]] = [
+        {"tool_calls": [ToolSelection(tool_id="t1", tool_name="weather", tool_kwargs={"city": "Paris"})]},
+        {"tool_calls": [{"type": "tool_use", "id": "t1", "name": "weather", "input": {"city": "Paris"}}]},
+        {"tool_calls": [{"tool_id": "t1", "tool_name": "weather", "tool_kwargs": {"city": "Paris"}}]},
+    ]
+    for kwargs in shapes:
+        call = ChatMessage(role="assistant", content="", additional_kwargs=kwargs)
+        result = ChatMessage(role="tool", content="Sunny " * 40, additional_kwargs={"tool_call_id": "t1"})
+        messages = [user("weather?"), call, result, assistant("Sunny."), user("thanks " * 3), assistant("welcome")]
+        read = to_memci(call)
+        assert read["tool_calls"][0]["id"] == "t1"
+        assert read["tool_calls"][0]["function"]["name"] == "weather"
+        for limit in (10, 30, 80, 400):
+            got = MemciChatMemory.from_defaults(chat_history=messages, token_limit=limit).get()
+            assert memci.validate_messages([to_memci(m) for m in got]).valid
+            assert (call in got) == (result in got)
+    # The same call kept both as a block and in additional_kwargs is read once.
+    block = ToolCallBlock(tool_call_id="t1", tool_name="weather", tool_kwargs={"city": "Paris"})
+    both = ChatMessage(role="assistant", blocks=[block], additional_kwargs={"tool_calls": [block]})
+    assert len(to_memci(both)["tool_calls"]) == 1
+
+
+# ---- ChatMemoryBuffer's behaviours, side by side ----------------------------------------------------
+# llama-index-core ships no tests in its sdist; these are the behaviours its test_chat_memory_buffer
+# checks, with ChatMemoryBuffer as the control in the same run.
+
+
+def buffer(kind: str, **kwargs: Any) -> Any:
+    from llama_index.core.memory import ChatMemoryBuffer
+
+    cls: Any = ChatMemoryBuffer if kind == "ChatMemoryBuffer" else MemciChatMemory
+    return cls.from_defaults(**kwargs)
+
+
+KINDS = ["ChatMemoryBuffer", "MemciChatMemory"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_buffer_put_get_set_reset(kind: str) -> None:
+    memory = buffer(kind, chat_history=[user("first")])
+    memory.put(assistant("second"))
+    assert [m.content for m in memory.get()] == ["first", "second"]
+    memory.set([user("only")])
+    assert [m.content for m in memory.get_all()] == ["only"]
+    memory.reset()
+    assert memory.get() == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_buffer_initial_tokens(kind: str) -> None:
+    memory = buffer(kind, chat_history=[user("hello there"), assistant("hi")], token_limit=50)
+    assert len(memory.get(initial_token_count=5)) == 2
+    assert memory.get(initial_token_count=50) == memory.get_all()[-1:]  # nothing fits: the last message
+    with pytest.raises(ValueError, match=r"(?i)initial"):
+        memory.get(initial_token_count=51)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_buffer_drops_the_oldest_and_starts_on_a_user_message(kind: str) -> None:
+    messages = [m for i in range(20) for m in (user(f"question {i} " * 3), assistant(f"answer {i} " * 3))]
+    memory = buffer(kind, chat_history=messages, token_limit=60)
+    got = memory.get()
+    assert 0 < len(got) < len(messages)
+    assert got == messages[len(messages) - len(got) :]
+    assert got[0].role == MessageRole.USER
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_buffer_string_dict_and_pickle_round_trips(kind: str) -> None:
+    import pickle
+
+    from pydantic_core import PydanticSerializationError
+
+    memory = buffer(kind, chat_history=[user("first"), assistant("second")], token_limit=77)
+    cls = type(memory)
+    copies = [pickle.loads(pickle.dumps(memory))]
+    try:
+        copies += [cls.from_string(memory.to_string()), cls.from_dict(memory.to_dict())]
+    except PydanticSerializationError:
+        # ChatMemoryBuffer serializes its store with model_dump, which fails on every ChatMessage
+        # with this llama-index-core and pydantic; MemciChatMemory writes the messages' JSON itself.
+        assert kind == "ChatMemoryBuffer"
+    for again in copies:
+        assert again.token_limit == 77
+        assert again.get_all() == memory.get_all()
+        assert again.get() == memory.get()
+
+
+# ---- Memory on a memci store, side by side with LlamaIndex's SQL store ----------------------------
+# The behaviours llama-index-core's own Memory tests check (its sdist ships none), each run on
+# SQLAlchemyChatStore (SQLite through aiosqlite, the default) and on MemciChatStore, asserting the
+# same observable results.
+
+STORES = ["SQLAlchemyChatStore", "MemciChatStore"]
+
+
+def chat_store(kind: str, path: Path) -> Any:
+    from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
+    from memci.integrations.llama_index_memory import MemciChatStore
+
+    if kind == "SQLAlchemyChatStore":
+        from sqlalchemy.ext.asyncio import create_async_engine
+        from sqlalchemy.pool import NullPool
+
+        # No pool: Memory's sync methods run each call on a loop of its own, and a pooled
+        # aiosqlite connection would outlive its loop.
+        engine = create_async_engine(f"sqlite+aiosqlite:///{path}/native.db", poolclass=NullPool)
+        return SQLAlchemyChatStore(table_name="memory", async_engine=engine)
+    return MemciChatStore(lambda session: memci.SqliteStorage(path / "memci.db", namespace=session))
+
+
+def recording_block(name: str = "seen") -> Any:
+    """A memory block that keeps the text of every message flushed into it."""
+    from llama_index.core.bridge.pydantic import Field
+    from llama_index.core.memory.memory import BaseMemoryBlock
+
+    class Recording(BaseMemoryBlock[str]):
+        flushed: list[str] = Field(default_factory=list)
+
+        async def _aget(self, messages: Any = None, **kwargs: Any) -> str:
+            return " | ".join(self.flushed)
+
+        async def _aput(self, messages: list[ChatMessage]) -> None:
+            self.flushed = [*self.flushed, *(str(m.content) for m in messages)]
+
+    return Recording(name=name)
+
+
+def conversation(n: int) -> list[ChatMessage]:
+    return [m for i in range(n) for m in (user(f"question {i} " * 5), assistant(f"answer {i} " * 5))]
+
+
+def memory_run(kind: str, path: Path) -> dict[str, Any]:
+    """One scenario on a Memory with a flush into a memory block; what an observer sees."""
+    from llama_index.core.memory import Memory
+    from llama_index.core.storage.chat_store.sql import MessageStatus
+
+    block = recording_block()
+    memory = Memory.from_defaults(
+        session_id="user-42", chat_store=chat_store(kind, path), token_limit=120, memory_blocks=[block]
+    )
+    other = Memory.from_defaults(session_id="user-7", chat_store=memory.sql_store, token_limit=120)
+    for message in conversation(10):
+        memory.put(message)
+    other.put(user("I am someone else."))
+    got = memory.get()
+    return {
+        "flushed": list(block.flushed),
+        "active": [m.content for m in memory.get_all(status=MessageStatus.ACTIVE)],
+        "archived": [m.content for m in memory.get_all(status=MessageStatus.ARCHIVED)],
+        "sent": [(m.role.value, m.content) for m in got],
+        "other": [m.content for m in other.get_all()],
+    }
+
+
+def test_memory_flushes_into_blocks_as_on_the_sql_store(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    native, ours = memory_run("SQLAlchemyChatStore", tmp_path / "a"), memory_run("MemciChatStore", tmp_path / "b")
+    assert ours == native
+    assert ours["flushed"]
+    assert ours["flushed"] == ours["archived"]
+    assert ours["active"][0].startswith("question")  # the queue starts on a user turn
+    assert ours["sent"][0][0] == "system"
+    assert "question 0" in str(ours["sent"][0][1])
+    assert ours["other"] == ["I am someone else."]  # sessions apart
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_memory_put_get_set_reset_and_reopen(kind: str, tmp_path: Path) -> None:
+    from llama_index.core.memory import Memory
+
+    memory = Memory.from_defaults(session_id="s", chat_store=chat_store(kind, tmp_path), token_limit=10_000)
+
+    async def run() -> None:
+        await memory.aput(user("one"))
+        await memory.aput_messages([assistant("two"), user("three")])
+        assert [m.content for m in await memory.aget()] == ["one", "two", "three"]
+        await memory.aset([user("only")])
+        assert [m.content for m in await memory.aget_all()] == ["only"]
+
+    asyncio.run(run())
+    again = Memory.from_defaults(session_id="s", chat_store=chat_store(kind, tmp_path), token_limit=10_000)
+    assert [m.content for m in again.get_all()] == ["only"]  # persisted under its session id
+    memory.reset()
+    assert memory.get_all() == []
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_the_store_contract(kind: str, tmp_path: Path) -> None:
+    from llama_index.core.storage.chat_store.sql import MessageStatus
+
+    store = chat_store(kind, tmp_path)
+
+    async def run() -> dict[str, Any]:
+        await store.set_messages("k", [user(f"m{i}") for i in range(6)])
+        await store.add_message("k", assistant("late"), status=MessageStatus.ARCHIVED)
+        archived = await store.archive_oldest_messages("k", 2)
+        deleted = await store.delete_oldest_messages("k", 1)
+        out = {
+            "archived": [m.content for m in archived],
+            "deleted": [m.content for m in deleted],
+            "active": [m.content for m in await store.get_messages("k")],
+            "all": [m.content for m in await store.get_messages("k", status=None)],
+            "page": [m.content for m in await store.get_messages("k", limit=2, offset=1)],
+            "counts": (await store.count_messages("k"), await store.count_messages("k", status=None)),
+        }
+        await store.delete_messages("k", status=MessageStatus.ARCHIVED)
+        out["after"] = [m.content for m in await store.get_messages("k", status=None)]
+        out["keys"] = await store.get_keys()
+        return out
+
+    got = asyncio.run(run())
+    assert got == {
+        "archived": ["m0", "m1"],
+        "deleted": ["m2"],
+        "active": ["m3", "m4", "m5"],
+        "all": ["m0", "m1", "m3", "m4", "m5", "late"],
+        "page": ["m4", "m5"],
+        "counts": (3, 6),
+        "after": ["m3", "m4", "m5"],
+        "keys": ["k"],
+    }

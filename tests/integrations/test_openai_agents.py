@@ -33,6 +33,7 @@ from agents.memory import Session, SessionSettings
 from agents.models.interface import Model
 from agents.usage import Usage
 from memci.integrations.openai_agents import MemciSession
+from memci.storage.log import CONFLICTS
 from openai.types.responses import (
     Response,
     ResponseCompletedEvent,
@@ -623,7 +624,7 @@ async def test_a_session_beaten_at_every_save_gives_up_with_the_conflict() -> No
     session = MemciSession("s", storage=store)
     with pytest.raises(memci.ConflictError):
         await session.add_items(WEATHER)
-    assert store.saves == 21  # the call and its 20 retries
+    assert store.saves == CONFLICTS.retries + 1  # the call and its retries, by the page log's one policy
     assert await session.get_items() == []
 
 
@@ -834,3 +835,41 @@ async def test_manual_compaction_replaces_the_whole_history(make_session: Sessio
     await session.run_compaction({"force": True})
     assert await backend.get_items() == [SUMMARY]
     assert await make_session("manual", db).get_items() == [SUMMARY]
+
+
+# ---- a state costs what it holds ---------------------------------------------------------------------------
+
+
+class _CountingStorage(memci.MemoryStorage):
+    """A memory store that counts its page reads."""
+
+    reads = 0
+
+    def get_page(self, index: int) -> dict[str, Any] | None:
+        self.reads += 1
+        return super().get_page(index)
+
+
+@pytest.mark.parametrize(
+    ("runs", "words"),
+    [
+        ([[1, 10**7, 1]], "names page 2, which the store does not hold"),
+        ([[2, 1, 1]], r"state\['runs'\]\[0\] is a list, expected \[first, last, kept\]"),
+        ([[1, 1, 1], [1, 1, 1]], r"state\['runs'\]\[1\]"),
+        ([[1, 1, 5]], "keeps 5 items of page 1, which holds fewer"),
+        ([[1, 10**7 + 1, 1]], r"state\['runs'\]\[0\]"),
+        ("runs", r"state\['runs'\] is 'runs'"),
+    ],
+)
+async def test_a_small_session_state_claiming_many_pages_reads_none_of_them(runs: Any, words: str) -> None:
+    storage = _CountingStorage()
+    session = MemciSession("claims", storage=storage)
+    await session.add_items([user("one")])  # page 1, the only page the store holds
+    state = storage.load_state()
+    assert state is not None
+    state.update(revision=state["revision"] + 1, pages_through=10**7, runs=runs)
+    storage.save_state(state)
+    storage.reads = 0
+    with pytest.raises(memci.StateError, match=words):
+        await MemciSession("claims", storage=storage).get_items()
+    assert storage.reads <= 1  # it read 10**7 pages before its StateError

@@ -15,7 +15,14 @@ from typing import Any
 
 import pytest
 from memci import ConflictError, MemoryStorage, RedisStorage, SqliteStorage, StorageError
-from memci.storage import AsyncRedisStorage, AsyncSqliteStorage, AsyncStorage, DirectoryStorage, ThreadedStorage
+from memci.storage import (
+    AsyncPostgresStorage,
+    AsyncRedisStorage,
+    AsyncSqliteStorage,
+    AsyncStorage,
+    DirectoryStorage,
+    ThreadedStorage,
+)
 
 pytest.importorskip("aiosqlite", reason="the aiosqlite package is not installed (pip install 'memci[async]')")
 
@@ -39,7 +46,7 @@ def state(revision: int | None, pages_through: int = 0, **extra: Any) -> dict[st
     return out
 
 
-@pytest.fixture(params=["sqlite", "redis", "threaded-sqlite", "threaded-directory"])
+@pytest.fixture(params=["sqlite", "redis", "postgres", "threaded-sqlite", "threaded-directory"])
 def async_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -52,6 +59,9 @@ def async_opener(async_kind: str, tmp_path: Path, request: pytest.FixtureRequest
     if async_kind == "redis":
         url, prefix = request.getfixturevalue("redis_url"), f"test-{uuid.uuid4().hex}:"
         return lambda: AsyncRedisStorage(url, prefix=prefix)
+    if async_kind == "postgres":
+        dsn, namespace = request.getfixturevalue("postgres_dsn"), f"test-{uuid.uuid4().hex}"
+        return lambda: AsyncPostgresStorage(dsn, namespace=namespace, pool_size=2)
     if async_kind == "threaded-sqlite":
         return lambda: ThreadedStorage(SqliteStorage(tmp_path / "memci.db"))
     return lambda: ThreadedStorage(DirectoryStorage(tmp_path / "store"))

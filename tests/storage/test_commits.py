@@ -208,6 +208,12 @@ def test_an_int_too_long_to_write_as_json_is_a_storage_error(store: JsonStore) -
         store.save_state({"version": 1, "n": 10**5000})
     with pytest.raises(StorageError, match="must be an int >= 1, got a negative integer of 16610 bits"):
         store.save_state({"version": 1, "revision": -(10**5000)})
+
+    class Big(int):  # a subclass is written by json as an int, and refused the same way
+        pass
+
+    with pytest.raises(StorageError, match=r"state: n\[0\] is an integer of 16610 bits"):
+        store.save_state({"version": 1, "n": [Big(10**5000)]})
     assert store.load_state() is None
 
 

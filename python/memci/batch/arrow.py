@@ -14,12 +14,13 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
+from memci.batch.output import positive_int, run_files, written
 from memci.batch.pipeline import BadRecord, BatchSummary, Pipeline
-from memci.errors import InvalidOperationError
+from memci.errors import InvalidOperationError, StorageError, repr_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -65,8 +66,17 @@ def run_table(pipeline: Pipeline, table: pa.Table, column: str = "messages", *, 
     same schema. ``first_row`` numbers the rows in errors (for tables read in batches)."""
     pa = _pyarrow()
     started = time.perf_counter()
+    if not isinstance(pipeline, Pipeline):
+        raise InvalidOperationError(f"run_table: pipeline must be a memci.batch.Pipeline, got {repr_of(pipeline)}")
+    if not isinstance(table, pa.Table):
+        raise InvalidOperationError(f"run_table: table must be a pyarrow.Table, got {repr_of(table)}")
+    _check_column(column, "run_table")
+    if isinstance(first_row, bool) or not isinstance(first_row, int) or first_row < 0:
+        raise InvalidOperationError(f"run_table: first_row must be an int >= 0, got {repr_of(first_row)}")
     if column not in table.column_names:
-        raise InvalidOperationError(f"batch: the table has no column {column!r} (columns: {table.column_names})")
+        raise InvalidOperationError(
+            f"batch: the table has no column {repr_of(column)} (columns: {repr_of(table.column_names)})"
+        )
     values = table.column(column)
     kind = values.type
     summary = BatchSummary()
@@ -91,6 +101,36 @@ def run_table(pipeline: Pipeline, table: pa.Table, column: str = "messages", *, 
     return ArrowResult(kept, [BadRecord(first_row + i, p, r) for i, p, r in bad], summary)
 
 
+def _check_column(column: object, what: str) -> None:
+    if not isinstance(column, str):
+        raise InvalidOperationError(f"{what}: column must be a str, got {repr_of(column)}")
+
+
+def _identity(path: str) -> tuple[int, int, int, int]:
+    """What tells a file's content apart between two looks: size, modification time, device, inode."""
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino
+
+
+def _unreadable(path: str, error: Exception) -> StorageError:
+    """A Parquet file pyarrow cannot read, as the family's error naming it."""
+    return StorageError(f"run_parquet: {path}: not a readable Parquet file: {repr_of(str(error))}", path)
+
+
+def _batches(source: Any, batch_rows: int, path: str) -> Iterator[Any]:
+    """The file's row batches; a decoding failure is :func:`_unreadable`."""
+    pa = _pyarrow()
+    batches = source.iter_batches(batch_size=batch_rows)
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except pa.ArrowException as e:
+            raise _unreadable(path, e) from e
+        yield batch
+
+
 def run_parquet(
     pipeline: Pipeline,
     input: str | os.PathLike[str],  # the input file
@@ -102,45 +142,51 @@ def run_parquet(
     batch_rows: int = DEFAULT_BATCH_ROWS,
 ) -> BatchSummary:
     """Stream a Parquet file through the pipeline, ``batch_rows`` rows at a time, into
-    ``output`` (same schema), under a temporary name renamed at the end; bad rows go to
-    ``errors`` as JSONL (``{"row", "path", "reason"}``). ``progress`` gets ``(rows_read,
-    rows_total, rows_read)``."""
+    ``output`` (same schema); bad rows go to ``errors`` as JSONL (``{"row", "path",
+    "reason"}``). Both go where they point, as for :meth:`Pipeline.run_jsonl`: ``-`` is
+    standard output, a regular file (symlinks resolved) is written under a temporary name renamed
+    at the end, a device or FIFO is written to as the run goes. ``progress`` gets ``(rows_read,
+    rows_total, rows_read)``. A file pyarrow cannot read, or an input that changed while it was
+    read, raises :class:`~memci.errors.StorageError` naming it, and nothing is renamed into
+    place."""
     import pyarrow.parquet as pq
 
+    pa = _pyarrow()
+    if not isinstance(pipeline, Pipeline):
+        raise InvalidOperationError(f"run_parquet: pipeline must be a memci.batch.Pipeline, got {repr_of(pipeline)}")
+    source_path, out_path, err_path = run_files("run_parquet", input, output, errors, progress)
+    _check_column(column, "run_parquet")
+    batch_rows = positive_int(batch_rows, "run_parquet: batch_rows", most=1 << 62)
     started = time.perf_counter()
-    source = pq.ParquetFile(os.fspath(input))
+    place = os.path.abspath(source_path)  # the same file at the end, whatever the working folder
+    opened = _identity(place)
+    try:
+        source = pq.ParquetFile(source_path)
+    except pa.ArrowException as e:
+        if isinstance(e, OSError) and not isinstance(e, pa.ArrowInvalid):
+            raise
+        raise _unreadable(source_path, e) from e
     total = source.metadata.num_rows
-    out_path, err_path = Path(output), None if errors is None else Path(errors)
-    temp = out_path.with_name(f".{out_path.name}.partial-{os.getpid()}")
-    err_temp = None if err_path is None else err_path.with_name(f".{err_path.name}.partial-{os.getpid()}")
     summary = BatchSummary()
     rows = 0
-    try:
-        with pq.ParquetWriter(temp, source.schema_arrow) as writer:
-            err_file = None if err_temp is None else err_temp.open("w", encoding="utf-8")
-            try:
-                for batch in source.iter_batches(batch_size=batch_rows):
-                    table = _pyarrow().Table.from_batches([batch])
-                    result = run_table(pipeline, table, column, first_row=rows)
-                    rows += table.num_rows
-                    summary.merge(result.summary)
-                    writer.write_table(result.table)
-                    if err_file is not None:
-                        for bad in result.errors:
-                            err_file.write(json.dumps(bad.to_json("row")) + "\n")
-                    if progress is not None:
-                        progress(rows, total, rows)
-            finally:
+    with ExitStack() as files:
+        out_file = files.enter_context(written(out_path))
+        err_file = None if err_path is None else files.enter_context(written(err_path))
+        with pq.ParquetWriter(out_file, source.schema_arrow) as writer:
+            for batch in _batches(source, batch_rows, source_path):
+                table = pa.Table.from_batches([batch])
+                result = run_table(pipeline, table, column, first_row=rows)
+                rows += table.num_rows
+                summary.merge(result.summary)
+                writer.write_table(result.table)
                 if err_file is not None:
-                    err_file.close()
-        os.replace(temp, out_path)
-        if err_temp is not None and err_path is not None:
-            os.replace(err_temp, err_path)
-    finally:
-        for leftover in (temp, err_temp):
-            if leftover is not None and leftover.exists():
-                leftover.unlink()
-    summary.bytes_in = os.path.getsize(input)
-    summary.bytes_out = os.path.getsize(out_path)
+                    for bad in result.errors:
+                        err_file.write(json.dumps(bad.to_json("row")).encode() + b"\n")
+                if progress is not None:
+                    progress(rows, total, rows)
+        if _identity(place) != opened or rows != total:
+            raise StorageError(f"run_parquet: {source_path} changed while the run read it", source_path)
+        summary.bytes_out = out_file.tell() if out_file.seekable() else 0
+    summary.bytes_in = opened[0]
     summary.seconds = time.perf_counter() - started
     return summary

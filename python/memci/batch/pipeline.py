@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeAlias, TypeVar
 
 from memci import _core, ops
-from memci.errors import InvalidOperationError
+from memci.batch.output import positive_int, run_files
+from memci.errors import InvalidOperationError, StorageError, is_unicode, repr_of
 from memci.tokens import DEFAULT_ENCODING
 
 Message: TypeAlias = dict[str, Any]
@@ -17,6 +19,9 @@ Message: TypeAlias = dict[str, Any]
 DEFAULT_CHUNK = 2048
 #: A JSONL run reads about this many bytes at a time (memory is bounded by a few times this).
 DEFAULT_CHUNK_BYTES = 4 << 20
+#: The most threads a pipeline may run on (``workers``): more than any machine's cores need for
+#: work that is all CPU, few enough that a mistyped count cannot start thousands of threads.
+MAX_WORKERS: int = _core.BatchPipeline.MAX_WORKERS
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -29,7 +34,7 @@ class CountTokens:
 
     def __post_init__(self) -> None:
         if not isinstance(self.encoding, str):
-            raise InvalidOperationError(f"count_tokens: encoding must be a str, got {self.encoding!r}")
+            raise InvalidOperationError(f"count_tokens: encoding must be a str, got {repr_of(self.encoding)}")
         _core.encoding_name(self.encoding, self.name)  # an unknown encoding fails here, not per conversation
 
 
@@ -94,20 +99,21 @@ def as_step(step: Step | Mapping[str, Any]) -> Step:
     (``{"operation": "count_tokens", "encoding": ...}`` for COUNT_TOKENS)."""
     if isinstance(step, _STEPS):
         return step
-    if isinstance(step, Mapping) and str(step.get("operation", "")).lower() == "count_tokens":
+    operation = step.get("operation") if isinstance(step, Mapping) else None
+    if isinstance(operation, str) and operation.lower() == "count_tokens":
         fields = {k: v for k, v in step.items() if k != "operation"}
         nested = fields.pop("count_tokens", None)
         if isinstance(nested, Mapping):
             fields.update(nested)
-        unknown = set(fields) - {"encoding"}
+        unknown = [repr_of(k) for k in fields if k != "encoding"]
         if unknown:
-            raise InvalidOperationError(f"count_tokens: unknown keys {sorted(unknown)}")
+            raise InvalidOperationError(f"count_tokens: unknown keys {repr_of(unknown)}")
         return CountTokens(**fields)
     config = ops.parse(step) if isinstance(step, Mapping) else step
     if not isinstance(config, _STEPS):
-        name = getattr(config, "name", type(config).__name__)
+        name = getattr(config, "name", None)
         raise InvalidOperationError(
-            f"batch: {name} is not a batch step "
+            f"batch: {name if isinstance(name, str) else repr_of(config)} is not a batch step "
             "(steps: sanitize, trim_to_tokens, truncate, filter, clear, count_tokens)"
         )
     return config
@@ -129,10 +135,13 @@ class BadRecord:
 
 @dataclasses.dataclass(slots=True)
 class BatchSummary:
-    """What a run did: conversations processed, bad records, messages in and out, messages
-    removed by each step kind, the total of each count_tokens step (in step order), bytes in and
-    out, and the wall time."""
+    """What a run did: records read, blank lines skipped, conversations processed, bad records,
+    messages in and out, messages removed by each step kind, the total of each count_tokens step
+    (in step order), bytes in and out, and the wall time. Every record read is accounted for:
+    ``records == conversations + bad + blank``."""
 
+    records: int = 0
+    blank: int = 0
     conversations: int = 0
     bad: int = 0
     messages_in: int = 0
@@ -145,6 +154,8 @@ class BatchSummary:
 
     def add(self, totals: Mapping[str, Any]) -> None:
         """Add the totals the core reports for a chunk."""
+        self.records += totals["records"]
+        self.blank += totals["blank"]
         self.conversations += totals["conversations"]
         self.bad += totals["bad"]
         self.messages_in += totals["messages_in"]
@@ -221,9 +232,12 @@ class Pipeline:
 
     ``steps``: configs of :mod:`memci.ops` (Sanitize, TrimToTokens, Truncate, Filter, Clear), the
     :class:`CountTokens` step, or operation dicts in either seed format. ``format``: the messages'
-    wire format (``"chat"``, ``"anthropic"`` or ``"responses"``). ``workers``: threads (default one per core).
-    A pipeline holds no per-run state: one may serve many runs, from many threads. Pipelines with
-    the same ``workers`` share one pool of threads in a process (a child process starts its own).
+    wire format (``"chat"``, ``"anthropic"`` or ``"responses"``). ``workers``: threads, 1 to
+    :data:`MAX_WORKERS` (default one per core). A pipeline holds no per-run state: one may serve
+    many runs, from many threads. Pipelines with the same ``workers`` share one pool of threads in
+    a process (a child process starts its own); the process keeps a few pools for pipelines to
+    come, and a pool no pipeline uses any more stops its threads. Every argument is checked before
+    a thread starts.
     """
 
     def __init__(
@@ -233,12 +247,16 @@ class Pipeline:
         format: str = "chat",  # the wire format, as memci.formats names it
         workers: int | None = None,
     ) -> None:
-        if isinstance(steps, Mapping | str) or not isinstance(steps, Iterable):
+        if isinstance(steps, Mapping | str | bytes) or not isinstance(steps, Iterable):
             raise InvalidOperationError(f"batch: steps must be a list of steps, got {type(steps).__name__}")
-        if not isinstance(format, str):
-            raise InvalidOperationError(f"batch: format must be a str, got {format!r}")
-        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-            raise InvalidOperationError(f"batch: workers must be an int >= 1 or None, got {workers!r}")
+        if not isinstance(format, str) or not is_unicode(format):
+            raise InvalidOperationError(f"batch: format must be a format name, got {repr_of(format)}")
+        if workers is not None and (
+            isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS
+        ):
+            raise InvalidOperationError(
+                f"batch: workers must be an int from 1 to {MAX_WORKERS} or None, got {repr_of(workers)}"
+            )
         self.steps: tuple[Step, ...] = tuple(as_step(s) for s in steps)
         self.format = format
         self._core = _core.BatchPipeline(self.steps, format, workers)
@@ -278,15 +296,18 @@ class Pipeline:
         """Run over message lists, ``chunk_size`` at a time (each chunk on all workers, the GIL
         released while the steps run). Yields each good conversation's kept messages (the input's
         own dicts) in input order; bad ones go to ``results.errors`` with their 0-based position."""
-
-        return BatchResults(_numbered(self._core.run_messages, conversations, chunk_size))
+        _check_iterable(conversations, "run: conversations")
+        return BatchResults(
+            _numbered(self._core.run_messages, conversations, positive_int(chunk_size, "run: chunk_size"))
+        )
 
     def run_records(self, records: Iterable[str | bytes], *, chunk_size: int = DEFAULT_CHUNK) -> BatchResults[bytes]:
         """Run over records as JSON text (a list of messages, or an object with a ``messages``
         key whose other keys are kept byte for byte). Yields each good record's output as UTF-8
         bytes, kept messages byte for byte as they were read; bad ones go to ``results.errors``."""
-
-        return BatchResults(_numbered(self._core.run_records, records, chunk_size))
+        _check_iterable(records, "run_records: records")
+        size = positive_int(chunk_size, "run_records: chunk_size")
+        return BatchResults(_numbered(self._core.run_records, records, size))
 
     def run_jsonl(
         self,
@@ -297,29 +318,45 @@ class Pipeline:
         progress: Callable[[int, int, int], object] | None = None,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     ) -> BatchSummary:
-        """Stream a JSONL file through the pipeline into ``output``, in input order; bad records
-        go to ``errors`` (JSONL: ``{"line", "path", "reason"}``) and are counted. Output and
-        errors are written under temporary names beside their own and renamed at the end: a run
-        that stops (an exception, Ctrl-C) leaves neither. Blank lines are skipped. ``progress``
-        is called after each chunk with ``(bytes_read, bytes_total, records)``. Memory is bounded
-        by a few times ``chunk_bytes``, whatever the file's size. Raises ``OSError`` when a file
-        cannot be read or written."""
+        """Stream a JSONL file (a regular file) through the pipeline into ``output``, in input
+        order; bad records go to ``errors`` (JSONL: ``{"line", "path", "reason"}``) and are
+        counted. ``output`` and ``errors`` go where they point: ``-`` is standard output; a
+        regular file, or a symlink to one (resolved), is written under a temporary name beside it
+        and renamed over it at the end, so a run that stops (an exception, Ctrl-C) leaves neither
+        it nor a temporary file; a device or a FIFO is written to as the run goes, never replaced.
+        Blank lines are skipped. ``progress`` is called after each chunk with ``(bytes_read,
+        bytes_total, records)``. Memory is bounded by a few times ``chunk_bytes``, whatever the
+        file's size. An input that changed while it was read (its size, modification time or
+        inode, or fewer bytes read than it held) raises :class:`~memci.errors.StorageError` naming
+        it, and nothing is renamed into place. Raises ``OSError`` when a file cannot be read or
+        written."""
+        source, target, errors_target = run_files("run_jsonl", input, output, errors, progress)
+        chunk_bytes = positive_int(chunk_bytes, "run_jsonl: chunk_bytes")
+        if "-" in (target, errors_target):
+            sys.stdout.flush()  # what Python buffered goes out before the run writes to fd 1
         started = time.perf_counter()
-        run = self._core.open_jsonl(
-            os.fspath(input), os.fspath(output), None if errors is None else os.fspath(errors), chunk_bytes
-        )
+        # The core never reads more than the file holds at once: a larger chunk is the whole file.
+        run = self._core.open_jsonl(source, target, errors_target, chunk_bytes)
         try:
             while run.step():
                 if progress is not None:
                     progress(*run.progress())
             if progress is not None:
                 progress(*run.progress())
+            change = run.input_change()
+            if change is not None:
+                raise StorageError(f"run_jsonl: {source} changed while the run read it: {change}", source)
             totals = run.finish()
         finally:
             run.close()
         summary = BatchSummary(seconds=time.perf_counter() - started)
         summary.add(totals)
         return summary
+
+
+def _check_iterable(items: object, what: str) -> None:
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+        raise InvalidOperationError(f"{what} must be an iterable of records, got {type(items).__name__}")
 
 
 def _rebuild(steps: tuple[Step, ...], format: str, workers: int | None) -> Pipeline:

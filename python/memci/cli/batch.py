@@ -4,9 +4,12 @@ IN is a JSONL file (one conversation a line: a list of messages, or an object wi
 key whose other keys are kept) or a Parquet file (``*.parquet``, with a ``messages`` column).
 The steps run in this order: sanitize, filter by roles, truncate to the last N messages, trim to
 a token budget; then the kept tokens are counted when an encoding or budget is given. A progress
-bar (conversations/s, MB/s, ETA) shows on a terminal; a summary is printed at the end. Exit code
-0: every record processed; 1: some records were bad (see ``--errors``); 2: the run could not
-happen (bad arguments, unreadable input).
+bar (conversations/s, MB/s, ETA) shows on a terminal; a summary is printed at the end (on stderr
+when OUT is ``-``, standard output). OUT and ``--errors`` go where they point: ``-`` is standard
+output, a regular file (symlinks resolved) is renamed into place at the end, a device or FIFO is
+written to as the run goes and never replaced. Exit code 0: every record processed; 1: some
+records were bad (see ``--errors``); 2: the run could not happen (bad arguments, unreadable or
+corrupt input, an input that changed while it was read).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from typing import Any
 
 from memci import ops
 from memci.batch import BatchSummary, Pipeline, Step, count_tokens, sanitize, trim_to_tokens
+from memci.batch.output import is_streamed
+from memci.batch.pipeline import MAX_WORKERS
 from memci.errors import MemciError
 
 __all__ = ["add_parser", "run_batch"]
@@ -37,7 +42,7 @@ def add_parser(commands: Any) -> None:
         "or --max-tokens is given. Exit code 0: all records processed; 1: some were bad; 2: could not run.",
     )
     p.add_argument("input", metavar="IN", help="a JSONL file, or a Parquet file (*.parquet)")
-    p.add_argument("output", metavar="OUT", help="where to write the result (same format as IN)")
+    p.add_argument("output", metavar="OUT", help="where to write the result (same format as IN; - for standard output)")
     p.add_argument("--sanitize", action="store_true", help="drop broken tool-call groups, orphan and duplicate results")
     p.add_argument("--max-tokens", type=int, metavar="N", help="keep the newest messages within N tokens")
     p.add_argument("--encoding", metavar="E", help="token encoding or model name (default o200k_base)")
@@ -45,8 +50,8 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--roles", nargs="+", metavar="ROLE", help="keep only messages of these roles")
     p.add_argument("--keep-last", type=int, metavar="N", help="keep the last N messages of each conversation")
     p.add_argument("--count-before", action="store_true", help="also count the tokens of the input (costs a full pass)")
-    p.add_argument("--workers", type=int, metavar="N", help="threads (default: one per core)")
-    p.add_argument("--errors", metavar="FILE", help="write bad records here (JSONL: line, path, reason)")
+    p.add_argument("--workers", type=int, metavar="N", help=f"threads, 1 to {MAX_WORKERS} (default: one per core)")
+    p.add_argument("--errors", metavar="FILE", help="write bad records here (JSONL: line, path, reason; - for stdout)")
     p.add_argument("--format", default="chat", choices=["chat", "anthropic", "responses"], help="message format")
     p.add_argument("--column", default="messages", help="Parquet: the messages column (default messages)")
     p.add_argument(
@@ -120,6 +125,7 @@ def _print_summary(summary: BatchSummary, steps: list[Step], out: Any) -> None:
     from rich.table import Table
 
     table = Table(title="memci batch", show_header=False)
+    table.add_row("records read", f"{summary.records:,}" + (f" ({summary.blank:,} blank)" if summary.blank else ""))
     table.add_row("conversations", f"{summary.conversations:,}")
     table.add_row("bad records", f"{summary.bad:,}")
     table.add_row("messages in", f"{summary.messages_in:,}")
@@ -144,7 +150,8 @@ def run_batch(args: argparse.Namespace) -> int:
     # On Ray the input may be a folder, or a URL the cluster reads (s3://..., gs://...).
     remote = bool(args.ray) and (Path(args.input).exists() or "://" in args.input)
     if not Path(args.input).is_file() and not remote:
-        print(f"{name}: {args.input}: no such file", file=sys.stderr)
+        fault = "not a regular file" if Path(args.input).exists() else "no such file"
+        print(f"{name}: {args.input}: {fault}", file=sys.stderr)
         return 2
     for flag in ("max_tokens", "keep_last", "workers"):
         value = getattr(args, flag)
@@ -174,14 +181,22 @@ def run_batch(args: argparse.Namespace) -> int:
                 with _progress(interactive, "bytes") as progress:
                     summary = pipeline.run_jsonl(args.input, args.output, errors=args.errors, progress=progress)
     except KeyboardInterrupt:
-        print(f"{name}: interrupted; nothing was written to {args.output}", file=sys.stderr)
+        print(f"{name}: interrupted; {_not_written(args.output)}", file=sys.stderr)
         return 2
     except (OSError, MemciError, ImportError) as e:
-        print(f"{name}: {e}", file=sys.stderr)
+        print(f"{name}: {e}" if args.ray else f"{name}: {e}; {_not_written(args.output)}", file=sys.stderr)
         return 2
     if not args.quiet:
-        _print_summary(summary, steps, sys.stdout)
+        # With OUT on standard output, the summary must not land in the data.
+        _print_summary(summary, steps, sys.stderr if args.output == "-" else sys.stdout)
     return summary.exit_code
+
+
+def _not_written(output: str) -> str:
+    """What a run that stopped left in OUT."""
+    if is_streamed(output):
+        return f"what was written to {output} is incomplete"
+    return f"nothing was written to {output}"
 
 
 def _run_ray(pipeline: Pipeline, args: argparse.Namespace) -> BatchSummary:

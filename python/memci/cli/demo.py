@@ -130,7 +130,7 @@ def _attp_panel(ctx: ContextSystem) -> Panel:
     lines.append('model: import os; __result__ = os.listdir("/")\n', style="bold")
     for line in bad["content"].split("\n")[:4]:
         lines.append(f"  {_short(line, 100)}\n", style="red")
-    lines.append("ATTP code is parsed (tomllib, ast), never executed: only recall calls with literal arguments run.")
+    lines.append("ATTP code is parsed (TOML, then ast), never executed: only recall calls with literal arguments run.")
     return Panel(lines, title="The same tools in ATTP (TOML tool calls)", border_style="blue")
 
 

@@ -4,13 +4,16 @@
 opened read-only, so inspecting a store an agent is writing is safe. Shown: the saved state's
 version, round and counts; its contents entries, dropped entries and active pages when it has them;
 then the stored (archived) pages, the most recent ``limit`` of them. ``--page N`` shows one stored
-page whole: each message with its entry summary.
+page whole: each message with its entry summary. Stored text is shown, never acted on: control
+characters (ESC, BEL, ...) and bidirectional overrides are printed as escapes (``\x1b``), so a
+stored message cannot retitle the terminal, clear it or hide text.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -36,6 +39,21 @@ CELL_CHARS = 100
 PAGE_CELL_CHARS = 4000
 
 
+#: Characters a terminal acts on rather than shows: the C0 and C1 controls and DEL (ESC starts an
+#: escape sequence, BEL rings, CR rewrites the line) and the overrides that reorder text.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character and direction override written as its escape."""
+    return _CONTROLS.sub(_escape_char, text)
+
+
 def open_read_only(path: str | os.PathLike[str]) -> JsonStore:
     """The store at ``path``, read-only: a folder is a DirectoryStorage, a file a SqliteStorage."""
     where = Path(path)
@@ -47,10 +65,11 @@ def open_read_only(path: str | os.PathLike[str]) -> JsonStore:
 
 
 def _cut(text: Any, limit: int = CELL_CHARS) -> str:
-    """One line of at most ``limit`` characters (cut on a character, never inside one)."""
+    """One line of at most ``limit`` characters (cut on a character, never inside one), control
+    characters escaped."""
     if not isinstance(text, str):
         text = json.dumps(text, ensure_ascii=False)
-    return cut(" ".join(text.split()), limit)
+    return cut(printable(" ".join(text.split())), limit)
 
 
 def _roles(messages: Iterable[Any]) -> str:
@@ -75,7 +94,7 @@ def _table(
     cell_chars: int = CELL_CHARS,
 ) -> Table:
     # Stored text is shown as it is: Text, never rich markup (a page may hold "[/]" or "[link=...]").
-    table = Table(title=Text(title), title_justify="left", show_lines=lines)
+    table = Table(title=Text(printable(title)), title_justify="left", show_lines=lines)
     for header, _ in columns:
         table.add_column(header, overflow="fold")
     for row in rows:
@@ -98,7 +117,7 @@ def _state_tables(state: Mapping[str, Any]) -> list[Table]:
     overview.add_column("value", overflow="fold")
     for key, value in state.items():
         shown = _count(len(value), "entry", "entries") if isinstance(value, list) else _cut(value)
-        overview.add_row(Text(key), Text(shown))
+        overview.add_row(Text(_cut(key)), Text(shown))
     out = [overview]
     contents = _records(state.get("contents"))
     if contents:
@@ -135,10 +154,12 @@ def _pages_table(store: JsonStore, indices: list[int], limit: int) -> Table:
 
 
 def _page_table(index: int, page: Mapping[str, Any]) -> Table:
-    summaries = page.get("entry_summaries") or []
+    # A store keeps any JSON page naming its index: a page of another writer shows what it has.
+    summaries = page.get("entry_summaries")
+    summaries = summaries if isinstance(summaries, list) else []
     messages = _records(page.get("messages"))
     rows = [
-        {"#": i, "role": m.get("role", "?"), "text": text, "entry summary": "".join(summaries[i : i + 1])}
+        {"#": i, "role": m.get("role", "?"), "text": text, "entry summary": "".join(map(_cut, summaries[i : i + 1]))}
         for i, (m, text) in enumerate(zip(messages, _texts(messages), strict=True))
     ]
     title = f"Page {index}, archived in round {page.get('archived_round')}: {_cut(page.get('summary', ''))}"
@@ -157,11 +178,11 @@ def inspect_store(
         if page is not None:
             stored = store.get_page(page)
             if stored is None:
-                out.print(Text(f"{path}: no stored page {page} (stored: {_span(indices)})"))
+                out.print(Text(printable(f"{path}: no stored page {page} (stored: {_span(indices)})")))
                 return 1
             out.print(_page_table(page, stored))
             return 0
-        out.print(f"[bold]{escape(repr(store))}[/bold]: {len(indices)} stored pages ({_span(indices)})")
+        out.print(f"[bold]{escape(printable(repr(store)))}[/bold]: {len(indices)} stored pages ({_span(indices)})")
         state = store.load_state()
         if state is None:
             out.print("No saved state.")

@@ -15,7 +15,7 @@ import argparse
 import sys
 
 from memci._core import __version__
-from memci.errors import StorageError
+from memci.errors import MemciError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,13 +52,13 @@ def main(argv: list[str] | None = None) -> int:
         from memci.cli.batch import run_batch
 
         return run_batch(args)
-    from memci.cli.inspect import inspect_store
+    from memci.cli.inspect import inspect_store, printable
 
     if args.limit < 0:
         print("memci inspect: --limit must be >= 0", file=sys.stderr)
         return 2
     try:
         return inspect_store(args.db, page=args.page, limit=args.limit)
-    except StorageError as e:
-        print(f"memci inspect: {e}", file=sys.stderr)
+    except MemciError as e:  # a store it cannot read, a page index no store holds
+        print(printable(f"memci inspect: {e}"), file=sys.stderr)
         return 1

@@ -18,11 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import inspect
-import os
-import threading
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from memci.context.async_summary import AsyncSummarizer, AsyncSummarizerFn, on_loop
@@ -34,6 +30,7 @@ from memci.context.system import ContextSystem, ToolFormat
 from memci.errors import InvalidOperationError
 from memci.formats import SdkObject
 from memci.storage import AsyncStorage, Storage
+from memci.storage.bridge import LoopRunner, in_worker, sync_view
 from memci.tokens import Counter
 
 if TYPE_CHECKING:
@@ -53,86 +50,6 @@ AnyStorage = AsyncStorage | Storage
 #: coroutines of the store and summarizer it schedules on the loop): a call back into that system
 #: would wait for its own lock for ever, and is refused instead.
 _serving: contextvars.ContextVar[AsyncContextSystem | None] = contextvars.ContextVar("memci_serving", default=None)
-
-_workers: ThreadPoolExecutor | None = None
-_workers_lock = threading.Lock()
-
-
-def _worker_pool() -> ThreadPoolExecutor:
-    """The threads the systems' calls run in: a pool of their own, not the loop's default executor.
-    A call's thread waits for the loop to run the store's and summarizer's coroutines, and those may
-    use the default executor (``asyncio.to_thread``): on a shared pool, enough systems at once
-    would hold every thread, waiting for coroutines that wait for a thread."""
-    global _workers  # noqa: PLW0603 (made once, on first use)
-    with _workers_lock:
-        if _workers is None:
-            _workers = ThreadPoolExecutor(min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="memci-context")
-        return _workers
-
-
-class _Loop:
-    """The event loop the system's current call runs on, and the way back to it from the worker
-    thread that runs the sync system."""
-
-    __slots__ = ("loop",)
-
-    def __init__(self) -> None:
-        self.loop: asyncio.AbstractEventLoop | None = None
-
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Run ``coroutine`` on the loop and wait for its result (from a worker thread only)."""
-        loop = self.loop
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if loop is None or running is loop or loop.is_closed():
-            coroutine.close()
-            raise InvalidOperationError(
-                "AsyncContextSystem: its async storage and summarizer are awaited only inside its own "
-                "coroutines (await the AsyncContextSystem's methods; do not reach its sync system)"
-            )
-        return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
-
-
-class _OnLoopStorage:
-    """The sync :class:`~memci.storage.Storage` the worker thread sees: each call awaits the async
-    store's coroutine on the loop."""
-
-    __slots__ = ("loop", "store")
-
-    def __init__(self, store: AsyncStorage, loop: _Loop) -> None:
-        self.store = store
-        self.loop = loop
-
-    def put_page(self, index: int, page: dict[str, Any]) -> None:
-        self.loop.run(_awaited(self.store.put_page(index, page)))
-
-    def get_page(self, index: int) -> dict[str, Any] | None:
-        return self.loop.run(_awaited(self.store.get_page(index)))
-
-    def page_indices(self) -> list[int]:
-        return self.loop.run(_awaited(self.store.page_indices()))
-
-    def save_state(self, state: dict[str, Any], pages: Iterable[dict[str, Any]] = ()) -> None:
-        self.loop.run(_awaited(self.store.save_state(state, list(pages))))
-
-    def load_state(self) -> dict[str, Any] | None:
-        return self.loop.run(_awaited(self.store.load_state()))
-
-    def close(self) -> None:
-        self.loop.run(_awaited(self.store.close()))
-
-    def __repr__(self) -> str:
-        return repr(self.store)
-
-
-async def _awaited(awaitable: Awaitable[T]) -> T:
-    return await awaitable
-
-
-def _is_async_store(storage: object) -> bool:
-    return inspect.iscoroutinefunction(getattr(storage, "save_state", None))
 
 
 class AsyncContextSystem:
@@ -164,18 +81,14 @@ class AsyncContextSystem:
 
     def _setup(self, storage: AnyStorage | None, summarizer: AnySummarizer | None) -> None:
         self._lock = asyncio.Lock()
-        self._loop = _Loop()
+        self._loop = LoopRunner("AsyncContextSystem")
         self._storage = storage
-        self._sync_storage: Storage | None
-        if storage is None or not _is_async_store(storage):
-            if storage is not None and not isinstance(storage, Storage):
-                raise InvalidOperationError(
-                    "AsyncContextSystem: storage must be an AsyncStorage or a Storage (put_page, get_page, "
-                    f"page_indices, save_state, load_state, close), got {type(storage).__name__}"
-                )
-            self._sync_storage = storage
-        else:
-            self._sync_storage = _OnLoopStorage(storage, self._loop)  # type: ignore[arg-type]
+        if storage is not None and not isinstance(storage, Storage | AsyncStorage):
+            raise InvalidOperationError(
+                "AsyncContextSystem: storage must be an AsyncStorage or a Storage (put_page, get_page, "
+                f"page_indices, save_state, load_state, close), got {type(storage).__name__}"
+            )
+        self._sync_storage = None if storage is None else sync_view(storage, self._loop)
         self._sync_summarizer = on_loop(summarizer, self._loop.run)
 
     @classmethod
@@ -205,19 +118,7 @@ class AsyncContextSystem:
             return work()
 
         async with self._lock:
-            loop = self._loop.loop = asyncio.get_running_loop()
-            future = loop.run_in_executor(_worker_pool(), contextvars.copy_context().run, serve)
-            try:
-                return await asyncio.shield(future)
-            except asyncio.CancelledError:
-                while not future.done():
-                    try:
-                        await asyncio.wait([future])
-                    except asyncio.CancelledError:
-                        continue
-                if not future.cancelled():
-                    future.exception()  # retrieved: the caller was cancelled, it wants no result
-                raise
+            return await in_worker(self._loop, serve)
 
     # ---- construction and persistence --------------------------------------------------------------
 
@@ -295,6 +196,11 @@ class AsyncContextSystem:
         """Add each message in order, all or none (:meth:`ContextSystem.extend`)."""
         return await self._run(lambda: self._system.extend(messages))
 
+    async def feed(self, messages: Sequence[Message | SdkObject]) -> RoundResult | None:
+        """Take a framework's new messages: the round ends first when they hold a new user request,
+        then they are added, all or none (:meth:`ContextSystem.feed`)."""
+        return await self._run(lambda: self._system.feed(messages))
+
     async def pop(self) -> Message:
         """Remove and return the last message of the window (:meth:`ContextSystem.pop`)."""
         return await self._run(self._system.pop)
@@ -356,6 +262,11 @@ class AsyncContextSystem:
     async def search(self, query: str, k: int = 5) -> list[SearchHit]:
         """The ``k`` archived pages that best match ``query`` (BM25, in a worker thread)."""
         return await self._run(lambda: self._system.search(query, k))
+
+    async def run_tool(self, name: str, arguments: Mapping[str, Any] | str | None = None) -> str:
+        """Run the recall tool ``name`` with ``arguments`` (a dict or its JSON text); the text the
+        model reads, never an exception (:meth:`ContextSystem.run_tool`)."""
+        return await self._run(lambda: self._system.run_tool(name, arguments))
 
     async def handle_tool_call(self, call: object) -> Message:
         """Answer the model's call of a recall tool with the result to :meth:`add`
@@ -419,7 +330,7 @@ class AsyncContextSystem:
         """Refused: a system bound to an event loop, a lock and a store's connection cannot be
         copied or pickled. Its state can: ``await to_state()``, then ``from_state``."""
         raise InvalidOperationError(
-            "AsyncContextSystem cannot be copied or pickled: await ctx.to_state() (after save()) and "
+            "AsyncContextSystem cannot be copied or pickled: await ctx.to_state() and "
             "rebuild it with await AsyncContextSystem.from_state(state, storage)"
         )
 

@@ -1,12 +1,15 @@
 """ATTP, the Agentic TOML Tool-use Protocol: the model answers in TOML whose ``[tool_call]`` table
 holds Python-like ``code`` calling tools, and gets a ``[tool_result]`` table back.
 
-This module reads an answer and writes a result; it runs nothing. :func:`parse` checks the TOML
-(:mod:`tomllib`), then the code (:mod:`ast`): only ``name = value`` and calls of the named tools
-with literal arguments are accepted, every statement before anything runs. The checked
-:class:`Program` lists the calls its code makes, in the order it makes them; whoever runs them
-hands the results back to :meth:`Program.result`, which builds ``__result__`` from them. What is
-not accepted raises :class:`RefusedError`, whose message is the reason the model reads.
+This module reads an answer and writes a result; it runs nothing. :func:`parse` reads the TOML (the
+core's reader, linear in the text), then checks the code (:mod:`ast`): only ``name = value`` and
+calls of the named tools with literal arguments are accepted, every statement before anything runs.
+The checked :class:`Program` lists the calls its code makes, in the order it makes them, and knows
+the size of the JSON of its ``__result__`` as a sum of its literals and of each call's value times
+the uses the code makes of it (a name used twice counts twice). Whoever runs the calls hands their
+results back to :meth:`Program.result`, which builds ``__result__`` from them, after
+:meth:`Program.result_chars` has said how large it will be. What is not accepted raises
+:class:`RefusedError`, whose message is the reason the model reads.
 """
 
 from __future__ import annotations
@@ -17,17 +20,21 @@ import math
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
+from memci import _core
 from memci.errors import is_unicode
 
 __all__ = [
     "MAX_CALLS",
     "MAX_CODE",
+    "MAX_DEPTH",
     "MAX_INT",
+    "MAX_RESULT_CHARS",
     "MAX_TEXT",
     "RESULT_HEADER",
     "Call",
     "Program",
     "RefusedError",
+    "json_text",
     "parse",
     "result_text",
 ]
@@ -44,6 +51,16 @@ MAX_TEXT = 100_000
 #: Integer literals are refused beyond this magnitude: JSON carries them exactly up to 64 bits, and
 #: Python refuses to print ints of over 4,300 digits.
 MAX_INT = 2**63
+#: A ``__result__`` whose JSON would be longer is refused before it is built: the code's own part
+#: when the code is checked (each use of a call's value counted as at least one character), the
+#: whole once the calls' values are known. 512,000 characters: 16 for each of the 32,000 tokens
+#: an answer of the recall tools may hold (``memci.context.recall.ANSWER_MAX_TOKENS``), four times
+#: what a token of English or JSON takes, so that only text with unusually long tokens meets this
+#: bound before the token budget.
+MAX_RESULT_CHARS = 512_000
+#: Lists and dicts the code builds from names may nest at most this deep (a literal, at most as
+#: deep again): JSON written from deeper values would exhaust Python's recursion.
+MAX_DEPTH = 100
 
 #: One call the code makes: the tool's name, its positional and its keyword arguments (literals).
 Call = tuple[str, list[object], dict[str, object]]
@@ -56,31 +73,55 @@ class RefusedError(Exception):
 def parse(text: str, tools: Collection[str]) -> Program | None:
     """The checked program of the ATTP answer ``text`` that may call only ``tools``; None when its
     status is ``"fail"`` (the model gave up: nothing is to run). :class:`RefusedError` for
-    anything else that is not a ``[tool_call]`` with status ``"success"`` and acceptable code."""
-    import tomllib  # only ATTP answers need it: ``import memci`` does not load it
-
+    anything else that is not a ``[tool_call]`` with status ``"success"`` and acceptable code:
+    TOML nested over 80 levels deep (tables, arrays, the parts of a dotted key) and integers
+    beyond 64 bits are not read. O(text); raises nothing else."""
     if len(text) > MAX_TEXT:
         raise RefusedError(f"the answer is {len(text)} characters long (at most {MAX_TEXT})")
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise RefusedError(f"the answer is not valid TOML ({e})") from None
-    except (RecursionError, MemoryError):
-        raise RefusedError("the answer's TOML is nested too deeply to read") from None
-    table = doc.get("tool_call")
-    if not isinstance(table, dict):
-        raise RefusedError("the answer has no [tool_call] table")
-    status = table.get("status")
-    if status == "fail":
+    code, refusal = _core.read_attp_call(text)
+    if refusal is not None:
+        raise RefusedError(refusal)
+    if code is None:
         return None
-    if status != "success":
-        raise RefusedError(f'the tool_call status must be "success" or "fail", got {status!r}')
-    code = table.get("code")
-    if not isinstance(code, str):
-        raise RefusedError("the tool_call has no code string")
     if len(code) > MAX_CODE:
         raise RefusedError(f"the code is {len(code)} characters long (at most {MAX_CODE})")
     return Program(code, tools)
+
+
+class _Size:
+    """How long the JSON of a value the code builds is: ``chars`` from its literals plus
+    ``uses[i]`` times the JSON of call ``i``'s value; ``depth``, how deep the code nests lists and
+    dicts in it. Every count stops at one past :data:`MAX_RESULT_CHARS` (more is refused anyway),
+    so a name doubled a thousand times costs no more to count than once."""
+
+    __slots__ = ("chars", "depth", "uses")
+
+    def __init__(self, chars: int, depth: int = 0, uses: dict[int, int] | None = None) -> None:
+        self.chars = min(chars, _SATURATED)
+        self.depth = depth
+        self.uses = uses or {}
+
+    @classmethod
+    def joined(cls, parts: Sequence[_Size], chars: int) -> _Size:
+        """A list or dict of ``parts``, ``chars`` of its own (brackets, separators, keys)."""
+        uses: dict[int, int] = {}
+        for part in parts:
+            for call, n in part.uses.items():
+                uses[call] = min(uses.get(call, 0) + n, _SATURATED)
+        depth = 1 + max((p.depth for p in parts), default=0)
+        return cls(chars + sum(p.chars for p in parts), depth, uses)
+
+    def lower_bound(self) -> int:
+        """The fewest characters the JSON can take: each call's value is at least one."""
+        return self.chars + sum(self.uses.values())
+
+    def exact(self, value_chars: Sequence[int]) -> int:
+        """The length of the JSON (at most: a key a dict repeats counts twice), given the length
+        of each call's value's JSON."""
+        return self.chars + sum(n * value_chars[call] for call, n in self.uses.items())
+
+
+_SATURATED = MAX_RESULT_CHARS + 1
 
 
 class Program:
@@ -88,9 +129,13 @@ class Program:
 
     ``calls``: every tool call of the code with its literal arguments, in the order running the
     code makes them (source order: the arguments are literals, so no call waits on another).
+    ``size``: the length of the JSON of ``__result__``, counted while the code is checked (a name
+    counted each time it is used; :meth:`result_chars` adds the calls' values). Code whose result
+    would pass :data:`MAX_RESULT_CHARS` whatever its calls return, or that nests names deeper than
+    :data:`MAX_DEPTH`, is refused. O(code).
     """
 
-    __slots__ = ("body", "calls", "names", "tools")
+    __slots__ = ("body", "calls", "names", "size", "tools")
 
     def __init__(self, code: str, tools: Collection[str]) -> None:
         try:
@@ -101,25 +146,29 @@ class Program:
             raise RefusedError("the code is too deeply nested or holds a literal too large to read") from None
         self.tools = tools
         self.body = tree.body
-        self.names: set[str] = set()
         self.calls: list[Call] = []
+        sizes: dict[str, _Size] = {}
         for stmt in self.body:
-            self._statement(stmt)
-        if "__result__" not in self.names:
+            self._statement(stmt, sizes)
+        self.names = set(sizes)
+        if "__result__" not in sizes:
             raise RefusedError("the code must assign its result to __result__")
+        self.size = sizes["__result__"]
+        if self.size.lower_bound() > MAX_RESULT_CHARS:
+            raise RefusedError(_too_long(self.size.lower_bound()))
 
-    def _statement(self, stmt: ast.stmt) -> None:
+    def _statement(self, stmt: ast.stmt, sizes: dict[str, _Size]) -> None:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            self._expr(stmt.value)
-            self.names.add(stmt.targets[0].id)
+            sizes[stmt.targets[0].id] = self._expr(stmt.value, sizes)
         elif isinstance(stmt, ast.Expr):
-            self._expr(stmt.value)
+            self._expr(stmt.value, sizes)
         else:
             raise RefusedError(
                 f"line {stmt.lineno}: {type(stmt).__name__} is not allowed (only name = value and tool calls)"
             )
 
-    def _expr(self, node: ast.expr) -> None:
+    def _expr(self, node: ast.expr, sizes: dict[str, _Size]) -> _Size:
+        """Check ``node`` and size the JSON of its value (see :class:`_Size`)."""
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in self.tools:
                 raise RefusedError(f"line {node.lineno}: only {' and '.join(self.tools)} can be called")
@@ -131,23 +180,39 @@ class Program:
             self.calls.append((node.func.id, args, kwargs))
             if len(self.calls) > MAX_CALLS:
                 raise RefusedError(f"at most {MAX_CALLS} tool calls per tool_call block")
-        elif isinstance(node, ast.Name):
-            if node.id not in self.names:
+            return _Size(0, 0, {len(self.calls) - 1: 1})
+        if isinstance(node, ast.Name):
+            size = sizes.get(node.id)
+            if size is None:
                 raise RefusedError(f"line {node.lineno}: {node.id!r} is not defined")
-        elif isinstance(node, ast.List | ast.Tuple):
-            for item in node.elts:
-                self._expr(item)
+            return size
+        if isinstance(node, ast.List | ast.Tuple):
+            size = _Size.joined([self._expr(item, sizes) for item in node.elts], _brackets(len(node.elts)))
         elif isinstance(node, ast.Dict):
+            parts, keys = [], 0
             for key, value in zip(node.keys, node.values, strict=True):
                 if key is None:
                     raise RefusedError(f"line {node.lineno}: ** in a dict is not allowed")
-                _literal(key)
-                self._expr(value)
+                keys += len(json_text(str(_literal(key)))) + len(": ")
+                parts.append(self._expr(value, sizes))
+            size = _Size.joined(parts, _brackets(len(parts)) + keys)
         else:
-            _literal(node)
+            return _Size(len(json_text(_literal(node))))
+        if size.depth > MAX_DEPTH:
+            raise RefusedError(f"line {node.lineno}: lists and dicts nest more than {MAX_DEPTH} deep")
+        return size
+
+    def result_chars(self, value_chars: Sequence[int]) -> int:
+        """The length of the JSON of ``__result__`` (at most: a dict's repeated key counts
+        twice), given the length of the JSON of each of :attr:`calls`' values, in order. O(calls)."""
+        if len(value_chars) != len(self.calls):
+            raise ValueError(f"{len(self.calls)} calls but {len(value_chars)} values")
+        return self.size.exact(value_chars)
 
     def result(self, values: Sequence[Any]) -> Any:
-        """``__result__`` of the code, given the value of each of :attr:`calls`, in order."""
+        """``__result__`` of the code, given the value of each of :attr:`calls`, in order. Values
+        given a name are shared, not copied: this costs O(code); writing the JSON of the result
+        costs what :meth:`result_chars` says."""
         if len(values) != len(self.calls):
             raise ValueError(f"{len(self.calls)} calls but {len(values)} values")
         returned: Iterator[Any] = iter(values)
@@ -170,6 +235,23 @@ class Program:
             elif isinstance(stmt, ast.Expr):
                 value(stmt.value)
         return env["__result__"]
+
+
+def _brackets(items: int) -> int:
+    """The characters of a JSON list or dict of ``items`` items besides them: brackets, ", "."""
+    return 2 + 2 * max(items - 1, 0)
+
+
+def json_text(value: object) -> str:
+    """The JSON text of a result, as the recall tools write it (UTF-8 kept, no escapes)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _too_long(chars: int) -> str:
+    return (
+        f"__result__ would be at least {chars} characters of JSON (at most {MAX_RESULT_CHARS}): "
+        "use each value once and ask for fewer pages at a time"
+    )
 
 
 def _literal(node: ast.expr) -> object:

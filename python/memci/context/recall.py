@@ -24,14 +24,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from memci import tokens
 from memci.context import attp
 from memci.context.attp import RESULT_HEADER as ATTP_RESULT_HEADER
 from memci.context.attp import RefusedError
 from memci.context.contents import PageListing
 from memci.context.page import Message, Page
-from memci.errors import InvalidOperationError, repr_of, shown
+from memci.errors import InvalidOperationError, is_unicode, repr_of, shown
 
 __all__ = [
+    "ANSWER_MAX_TOKENS",
     "ATTP_RESULT_HEADER",
     "FORMATS",
     "LIST_PAGES",
@@ -58,6 +60,12 @@ LIST_PAGES = "list_pages"
 MAX_LIST = 100
 #: Longer OpenAI ``arguments`` text is refused unread.
 MAX_ARGUMENTS = 20_000
+#: An answer of the recall tools (a page, a listing, an ATTP result) holds at most this many tokens
+#: (``o200k_base``, whatever the system's encoding: a guard, not a bill); a longer one is refused
+#: with a note saying how to ask for less. 32,000 tokens: eight pages (an ATTP answer's
+#: :data:`~memci.context.attp.MAX_CALLS`) of 4,000 tokens, a quarter of a 128k-token window, so a
+#: recalled answer leaves room for the window it joins and for the reply.
+ANSWER_MAX_TOKENS = 32_000
 
 
 # ---- definitions --------------------------------------------------------------------------------
@@ -349,6 +357,18 @@ def _reply_id(call: dict[str, Any], key: str, what: str) -> str:
     return value
 
 
+def _native_call(format: Format, reply_to: str, name: object, arguments: object) -> Request:
+    """A native call, refused unrun when its id holds a lone surrogate: no message holding that id
+    can be stored, so the answer carries it escaped (``\\ud800``) with the refusal, and is one
+    the system accepts."""
+    if not is_unicode(reply_to):
+        escaped = reply_to.encode("utf-8", "backslashreplace").decode("utf-8")
+        return Request(
+            format, escaped, refusal=f"the call id {shown(escaped)} holds a lone surrogate, which is not text"
+        )
+    return _native(format, reply_to, name, arguments)
+
+
 def parse_call(call: object) -> Request:
     """The request a model's call of the recall tools makes (see the module's documentation).
     What the model wrote never raises: a bad call is a refused request. Only a call that cannot
@@ -358,16 +378,16 @@ def parse_call(call: object) -> Request:
     if _is_anthropic(call):
         assert isinstance(call, dict)
         use_id = _reply_id(call, "id", "a tool_use block")
-        return _native("anthropic", use_id, call.get("name"), call.get("input"))
+        return _native_call("anthropic", use_id, call.get("name"), call.get("input"))
     if _is_openai(call):
         assert isinstance(call, dict)
         function = call["function"]
         call_id = _reply_id(call, "id", "an OpenAI tool call")
-        return _native("openai", call_id, function.get("name"), function.get("arguments"))
+        return _native_call("openai", call_id, function.get("name"), function.get("arguments"))
     if _is_responses(call):
         assert isinstance(call, dict)
         call_id = _reply_id(call, "call_id", "a function_call item")
-        return _native("responses", call_id, call.get("name"), call.get("arguments"))
+        return _native_call("responses", call_id, call.get("name"), call.get("arguments"))
     if isinstance(call, str):
         return _attp(call)
     raise InvalidOperationError(
@@ -398,10 +418,6 @@ def _data(result: ToolResult) -> Any:
     ]
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
 def _text(text: str) -> str:
     """``text`` as valid Unicode: a lone surrogate quoted from what the model wrote (in a parser's
     message, say) becomes "?", so the answer is a message the context system accepts."""
@@ -415,6 +431,26 @@ def _refusal_text(reason: str) -> str:
     )
 
 
+def _over_budget(size: str, results: Sequence[ToolResult], *, whole: bool) -> str:
+    """The refusal of an answer over the budget: how large it would be and how to ask for less.
+    ``whole``: the answer is its one result, as it is (a page alone then cannot be made smaller)."""
+    if whole and len(results) == 1 and isinstance(page := results[0], Page):
+        less = f"page {page.index} alone is too long to recall whole; its summary is in the contents page"
+    else:
+        less = f"ask for less: fewer pages per call, each value used once, a smaller {LIST_PAGES} limit"
+    return f"Refused: the answer would be {size}, over the {ANSWER_MAX_TOKENS} tokens an answer may hold; {less}."
+
+
+def _oversize(text: str) -> str | None:
+    """How large ``text`` is when it is over the budget of an answer (``"N tokens"``), or None.
+    Tokens are counted only in a text of at most :data:`~memci.context.attp.MAX_RESULT_CHARS`
+    characters: a longer one is over unread. O(len(text))."""
+    if len(text) > attp.MAX_RESULT_CHARS:
+        return f"{len(text)} characters long"
+    count = tokens.count(text)
+    return f"{count} tokens" if count > ANSWER_MAX_TOKENS else None
+
+
 def _attp_answer(request: Request, results: Sequence[ToolResult], failure: str | None) -> str:
     if request.refusal is not None:
         return attp.result_text("refused", message=_refusal_text(request.refusal))
@@ -422,13 +458,22 @@ def _attp_answer(request: Request, results: Sequence[ToolResult], failure: str |
         return attp.result_text("skipped", message="the tool_call status is fail: nothing was run")
     if failure is not None:
         return attp.result_text("error", message=failure)
-    return attp.result_text("success", result=_json(request.program.result([_data(r) for r in results])))
+    data = [_data(r) for r in results]
+    chars = request.program.result_chars([len(attp.json_text(d)) for d in data])
+    whole = request.program.size.uses == {0: 1}
+    if chars > attp.MAX_RESULT_CHARS:  # refused before the result is built, however it is shared
+        return attp.result_text("refused", message=_over_budget(f"{chars} characters long", results, whole=whole))
+    text = attp.result_text("success", result=attp.json_text(request.program.result(data)))
+    size = _oversize(text)
+    return text if size is None else attp.result_text("refused", message=_over_budget(size, results, whole=whole))
 
 
 def answer(request: Request, results: Sequence[ToolResult], failure: str | None = None) -> Message:
     """The message that answers ``request``, given the results of its calls, in order, and
     ``failure``: the error of the call that failed, if one did (the calls after it did not run).
-    O(results)."""
+    An answer holds at most :data:`ANSWER_MAX_TOKENS` tokens: a longer one is refused (a short
+    text saying how to ask for less), its length checked before it is built, a value the code
+    uses twice counted twice. O(results + answer)."""
     if request.format == "attp":
         return {"role": "user", "content": _text(_attp_answer(request, results, failure))}
     if request.refusal is not None:
@@ -436,7 +481,9 @@ def answer(request: Request, results: Sequence[ToolResult], failure: str | None 
     elif failure is not None:
         text, error = _text(f"Error: {failure}"), True
     else:
-        text, error = _json(_data(results[0])), False
+        text = attp.json_text(_data(results[0]))  # linear in the page the system stored
+        size = _oversize(text)
+        text, error = (text, False) if size is None else (_over_budget(size, results, whole=True), True)
     if request.format == "openai":
         return {"role": "tool", "tool_call_id": request.reply_to, "content": text}
     if request.format == "responses":

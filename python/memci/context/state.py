@@ -14,13 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from memci.context.contents import RULES, ArchivePolicy, ContentsEntry, DroppedEntry
-from memci.context.page import Message
-from memci.errors import InvalidOperationError, StateError, shown
+from memci.context.page import ArchivedPage, Message
+from memci.errors import InvalidOperationError, PageError, StateError, shown
+from memci.storage.log import LOG_VERSION, Head
 
-__all__ = ["STATE_KIND", "STATE_VERSION", "SavedState"]
+__all__ = ["STATE_KIND", "STATE_VERSION", "UNSAVED_PAGES", "SavedState"]
 
-STATE_VERSION = 1
+STATE_VERSION = LOG_VERSION
 STATE_KIND = "memci.ContextSystem"
+#: The key of a state from ``to_state`` that carries the pages archived since the last save.
+UNSAVED_PAGES = "unsaved_pages"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,8 @@ class SavedState:
     revision: int = 0
     agent_tools: tuple[dict[str, Any], ...] = ()
     forgotten_through: int = 0
+    #: Pages archived since the last save (only in a state from ``to_state``): the next save writes them.
+    unsaved: tuple[ArchivedPage, ...] = ()
 
     @property
     def pages_through(self) -> int:
@@ -52,18 +57,22 @@ class SavedState:
         before the first active one (every page, when none is active)."""
         return min((index for index, _ in self.pages), default=self.next_index) - 1
 
+    @property
+    def head(self) -> Head:
+        """The head the state is written with: its revision and live range."""
+        return Head(STATE_KIND, self.revision, self.pages_through, self.forgotten_through)
+
     def to_dict(self) -> dict[str, Any]:
-        """The JSON-able dict that is saved, with ``revision`` (absent before the first save) and
-        ``pages_through`` (and ``forgotten_through``, absent while 0), the keys a store checks a
-        save against. O(state)."""
-        revision = {"revision": self.revision} if self.revision else {}
-        forgotten = {"forgotten_through": self.forgotten_through} if self.forgotten_through else {}
+        """The JSON-able dict that is saved: the :attr:`head` (``revision`` absent before the first
+        save), the :meth:`body`, and the unsaved pages when there are any. O(state)."""
+        state = self.head.state(self.body())
+        if self.unsaved:
+            state[UNSAVED_PAGES] = [page.to_dict() for page in self.unsaved]
+        return state
+
+    def body(self) -> dict[str, Any]:
+        """The state's own keys, after the head's. O(state)."""
         return {
-            "version": STATE_VERSION,
-            "kind": STATE_KIND,
-            **revision,
-            "pages_through": self.pages_through,
-            **forgotten,
             "round": self.round,
             "next_index": self.next_index,
             "system_prompt": self.system_prompt,
@@ -82,13 +91,8 @@ class SavedState:
     def from_dict(cls, state: object) -> SavedState:
         """The state :meth:`to_dict` wrote, its shape checked part by part (in that order);
         :class:`~memci.StateError` names the first part that is wrong. O(state)."""
-        if not isinstance(state, dict):
-            raise StateError(f"load: the saved state is {type(state).__name__}, not a dict")
-        if state.get("version") != STATE_VERSION or state.get("kind") != STATE_KIND:
-            raise StateError(
-                f"load: not a saved {STATE_KIND} of version {STATE_VERSION} "
-                f"(kind {shown(state.get('kind'))}, version {shown(state.get('version'))})"
-            )
+        head = Head.of(state, STATE_KIND)
+        assert isinstance(state, dict)
         prompt = state.get("system_prompt")
         system_prompt = None if prompt is None else _field(state, "system_prompt", dict)
         tools = _field(state, "tools", str)
@@ -111,12 +115,6 @@ class SavedState:
         next_index = _field(state, "next_index", int)
         contents = [_entry(raw, f"state['contents'][{i}]") for i, raw in enumerate(_field(state, "contents", list))]
         dropped = [_dropped(raw, f"state['dropped'][{i}]") for i, raw in enumerate(_field(state, "dropped", list))]
-        revision = state.get("revision", 0)
-        if type(revision) is not int or revision < 0:
-            raise StateError(f"load: state['revision'] is {shown(revision)}, expected an int >= 0")
-        forgotten_through = state.get("forgotten_through", 0)
-        if type(forgotten_through) is not int:
-            raise StateError(f"load: state['forgotten_through'] is {shown(forgotten_through)}, expected an int")
         saved = cls(
             round_,
             next_index,
@@ -129,9 +127,10 @@ class SavedState:
             tuple(pages),
             tuple(contents),
             tuple(dropped),
-            revision,
+            head.revision,
             tuple(agent_tools),
-            forgotten_through,
+            head.forgotten_through,
+            _unsaved(state.get(UNSAVED_PAGES, [])),
         )
         if state.get("pages_through", saved.pages_through) != saved.pages_through:
             raise StateError(
@@ -179,6 +178,10 @@ class SavedState:
                 for name in ("archived_round", "last_recall_round", "dropped_round"):
                     if hasattr(entry, name):
                         _bounded(getattr(entry, name), f"{where}[{name!r}]", 0, self.round)
+        for i, page in enumerate(self.unsaved):
+            where = f"state[{UNSAVED_PAGES!r}][{i}]"
+            _bounded(page.index, f"{where}['index']", self.forgotten_through + 1, self.pages_through)
+            _bounded(page.archived_round, f"{where}['archived_round']", 0, self.round)
 
 
 #: Counts and rounds beyond this are refused: the core keeps them in 64 bits.
@@ -195,6 +198,20 @@ def _field(state: object, key: str, kind: type | tuple[type, ...], where: str = 
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
         raise StateError(f"load: {where}[{key!r}] is {shown(value)}, expected {getattr(kind, '__name__', kind)}")
     return value
+
+
+def _unsaved(raw: object) -> tuple[ArchivedPage, ...]:
+    """The pages a state from ``to_state`` carries, each checked as the record it must be."""
+    if not isinstance(raw, list):
+        raise StateError(f"load: state[{UNSAVED_PAGES!r}] is {shown(raw)}, expected a list of pages")
+    pages = []
+    for i, page in enumerate(raw):
+        index = page.get("index") if isinstance(page, dict) else None
+        try:
+            pages.append(ArchivedPage.from_dict(page, index if type(index) is int else 0))
+        except PageError as e:
+            raise StateError(f"load: state[{UNSAVED_PAGES!r}][{i}]: {e}") from None
+    return tuple(pages)
 
 
 def _entry(raw: object, where: str) -> ContentsEntry:

@@ -16,8 +16,6 @@ Semantics and decisions: ``docs/context-system.md``.
 from __future__ import annotations
 
 import copy
-import dataclasses
-import inspect
 import json
 import logging
 import threading
@@ -32,26 +30,26 @@ from memci.context.contents import (
     ArchivePolicy,
     ContentsEntry,
     DroppedEntry,
-    PageListing,
     RoundResult,
 )
-from memci.context.page import Message, Page, role_of
-from memci.context.recall import InWindow, ListPages, ToolCall, ToolResult
-from memci.context.search import PageSearch, SearchHit, message_texts, page_text
-from memci.context.state import SavedState
+from memci.context.counting import SystemTokens
+from memci.context.page import ArchivedPage, Message, Page
+from memci.context.persistence import Persistent
+from memci.context.recalling import Recalling
+from memci.context.search import PageSearch, page_text
+from memci.context.settings import checked_storage, positive, system_message
+from memci.context.state import STATE_KIND
 from memci.context.summary import PageSummary, Summarizer, as_summarizer, checked
 from memci.errors import (
     ContextOverflowError,
     InvalidMessageError,
     InvalidOperationError,
-    PageError,
-    StateError,
     repr_of,
-    shown,
 )
 from memci.formats import SdkObject, dumped
 from memci.sanitize import sanitize_messages
 from memci.storage import MemoryStorage, Storage
+from memci.storage.log import PageLog
 from memci.tokens import Counter
 
 if TYPE_CHECKING:
@@ -64,33 +62,6 @@ ToolFormat = recall.Format
 #: DEBUG events: ``archive`` (page, round, reason), ``drop`` (page, round, rule), ``recall`` (page,
 #: round, count), ``clear`` and ``pop``.
 log = logging.getLogger("memci.context")
-
-
-class _Tokens:
-    """Counts with ``memci.tokens`` in the system's encoding, or with the caller's message
-    ``counter`` (as everywhere in memci: a message dict in, its tokens out). The contents page is
-    counted as the system message it is sent as."""
-
-    __slots__ = ("counter", "encoding", "overhead")
-
-    def __init__(self, encoding: str, counter: Counter | None) -> None:
-        self.encoding, self.counter = tokens.resolve("ContextSystem", encoding, counter)
-        #: What a system message costs beyond its text: subtracted from one entry's lines when
-        #: they are counted alone.
-        self.overhead = self.text_message("")
-
-    def text_message(self, text: str) -> int:
-        message = {"role": "system", "content": text}
-        if self.counter is not None:
-            return tokens.counted("ContextSystem: counter", self.counter, message)
-        return tokens.count_message(message, self.encoding)
-
-    def lines(self, text: str) -> int:
-        """The tokens ``text`` adds to the contents page."""
-        return max(0, self.text_message(text) - self.overhead)
-
-    def messages(self, messages: Sequence[Mapping[str, Any]]) -> int:
-        return tokens.count_messages(messages, self.encoding, counter=self.counter)
 
 
 class _Lock:
@@ -121,45 +92,6 @@ class _Lock:
         self._lock.release()
 
 
-def _system_message(prompt: str | Message | None) -> Message | None:
-    """The system prompt as a message; None for no prompt (``None`` or ``""``)."""
-    if prompt is None or (isinstance(prompt, str) and not prompt):
-        return None
-    if isinstance(prompt, str):
-        return {"role": "system", "content": str.__str__(prompt)}
-    if isinstance(prompt, dict):
-        if prompt.get("role") not in ("system", "developer"):
-            raise InvalidMessageError(
-                f"system_prompt: role must be 'system' or 'developer', got {repr_of(prompt.get('role'))}",
-                path="system_prompt.role",
-            )
-        return prompt
-    raise InvalidMessageError(
-        f"system_prompt must be a str or a system message dict, got {type(prompt).__name__}", path="system_prompt"
-    )
-
-
-def _storage(storage: object) -> Storage:
-    """``storage`` if it has the :class:`~memci.Storage` methods, else a named error."""
-    if inspect.iscoroutinefunction(getattr(storage, "save_state", None)):
-        raise InvalidOperationError(
-            f"ContextSystem: storage {type(storage).__name__} is async (its methods are coroutines): "
-            "use memci.AsyncContextSystem"
-        )
-    if not isinstance(storage, Storage):
-        raise InvalidOperationError(
-            "ContextSystem: storage must be a memci.Storage (put_page, get_page, page_indices, save_state, "
-            f"load_state, close), got {type(storage).__name__}"
-        )
-    return storage
-
-
-def _positive(name: str, value: object, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidOperationError(f"ContextSystem: {name} must be an int >= {minimum}, got {repr_of(value)}")
-    return value
-
-
 def _read_back(messages: list[Message]) -> tuple[list[Message], list[str]]:
     """``messages`` as the window gives them back (checked and copied by the core) and the
     searchable text of each, before they are added."""
@@ -168,7 +100,7 @@ def _read_back(messages: list[Message]) -> tuple[list[Message], list[str]]:
     return scratch.page_texts(index)
 
 
-class ContextSystem:
+class ContextSystem(Persistent, Recalling):
     """An agent's context window, paged by user interaction, with an archive the model recalls from.
 
     ``add`` messages as they happen (a user message opens a page; assistant and tool messages join
@@ -216,22 +148,22 @@ class ContextSystem:
             raise InvalidOperationError(f"ContextSystem: policy must be an ArchivePolicy, got {type(policy).__name__}")
         _core.encoding_name(encoding, "ContextSystem")  # refuses an unknown encoding, named
         self._tools: ToolFormat = tools
-        self._active_pages = _positive("active_pages", active_pages)
+        self._active_pages = positive("active_pages", active_pages)
         self._max_context_tokens = (
-            None if max_context_tokens is None else _positive("max_context_tokens", max_context_tokens)
+            None if max_context_tokens is None else positive("max_context_tokens", max_context_tokens)
         )
         self._encoding = encoding
-        self._tokens = _Tokens(encoding, counter)
+        self._tokens = SystemTokens(encoding, counter)
         #: What was passed (code, not state): copies and pickles carry these.
         self._summarizer_arg, self._counter = summarizer, counter
         self._summarizer = as_summarizer(summarizer)
         self._agent_tools = checked_tools(agent_tools)
-        self._storage: Storage = MemoryStorage() if storage is None else _storage(storage)
+        self._log = PageLog(MemoryStorage() if storage is None else checked_storage(storage), STATE_KIND)
         self._lock = _Lock()
         self._round = 0
         self._window = _core.PageWindow()
         note = {"role": "system", "content": recall.system_note(tools)}
-        prompt = _system_message(system_prompt)
+        prompt = system_message(system_prompt)
         self._has_prompt = prompt is not None
         # Stored (checked and copied) by the core: state() reads it back, so nothing aliases it.
         self._window.set_system([note] if prompt is None else [prompt, note])
@@ -242,15 +174,10 @@ class ContextSystem:
             policy, self._tokens.text_message, self._tokens.lines, recall.contents_hint(tools)
         )
         self._search = PageSearch()
-        # Pages archived since the last save: written with the next state, in one commit (a crash
-        # before it leaves the store at the last save, with no page it does not name).
-        self._pending: dict[int, dict[str, Any]] = {}
-        # The revision of the state this system was loaded from or last saved as (0: never saved).
-        self._revision = 0
         # Pages up to this index were forgotten (clear(forget=True)); the next save deletes them.
+        # (Pages archived since the last save are staged in the log: written with the next state, in
+        # one commit, so a crash before it leaves the store at the last save.)
         self._forgotten_through = 0
-        # Archived pages a restored state names that the storage does not hold (from_state checks).
-        self._missing: list[int] = []
 
     # ---- the conversation ------------------------------------------------------------------------
 
@@ -328,6 +255,30 @@ class ContextSystem:
         """:meth:`add` each message in order, under one lock; the page index of each. Every message
         is checked first, by the rules :meth:`add` applies: if one is refused
         (:class:`~memci.InvalidMessageError` naming ``messages[i]``), none is added. O(messages)."""
+        checked = self._checked(messages)
+        with self._lock:
+            return self._extend(checked)
+
+    def feed(self, messages: Sequence[Message | SdkObject]) -> RoundResult | None:
+        """Take the messages a framework added since it last fed the system (a turn's user message,
+        the model's answers, tool results), in the one order every adapter uses: when they hold a
+        new user request (a user message that opens a page, not one carrying tool results), the
+        round ends first (:meth:`end_round`: the archive policies run between turns, before the
+        request's page opens), then the messages are added in order (:meth:`extend`), under one
+        lock. Every message is checked first: a refused one changes nothing, the round included (a
+        summarizer that raises while archiving leaves the round ended and no message added). The
+        ended round's result, or None. O(messages)."""
+        checked = self._checked(messages)
+        with self._lock:
+            ended = None
+            if any(self._opens(message, True) for message in checked):
+                ended = self._end_round()
+            self._extend(checked)
+            return ended
+
+    @staticmethod
+    def _checked(messages: Sequence[Message | SdkObject]) -> list[Message]:
+        """``messages`` as dicts, each checked by the core's acceptance rules (nothing is kept)."""
         if isinstance(messages, dict | str) or not isinstance(messages, Sequence):
             raise InvalidMessageError(
                 f"messages: expected a list of message dicts, got {type(messages).__name__}", path="messages"
@@ -340,17 +291,19 @@ class ContextSystem:
                 )
         checked = cast("list[Message]", batch)
         _core.MessageStore().append(checked)  # the core's acceptance rules over all of them; nothing is kept
-        with self._lock:
-            return self._extend(checked)
+        return checked
 
     def end_round(self) -> RoundResult:
         """One round of conversation has ended: the round count rises by one, then the m rule, the
         p rule and LRU under the contents cap run, in that order. What each dropped is returned."""
         with self._lock:
-            self._round += 1
-            dropped = self._archive.end_round(self._round)
-            self._log_drops(dropped)
-            return RoundResult(self._round, tuple(dropped), self._archive.tokens())
+            return self._end_round()
+
+    def _end_round(self) -> RoundResult:
+        self._round += 1
+        dropped = self._archive.end_round(self._round)
+        self._log_drops(dropped)
+        return RoundResult(self._round, tuple(dropped), self._archive.tokens())
 
     def _log_drops(self, dropped: Iterable[DroppedEntry]) -> None:
         for gone in dropped:
@@ -404,7 +357,7 @@ class ContextSystem:
             if forget:
                 for index in indices:
                     window.detach(index)
-                self._pending.clear()
+                self._log.unstage()
                 self._search = PageSearch()
                 self._archive.forget()
                 self._forgotten_through = window.next_index - 1
@@ -437,7 +390,7 @@ class ContextSystem:
 
     def _archive_pages(self, prepared: list[tuple[Page, PageSummary, str]], reason: str) -> None:
         """Archive summarised active pages: the O(1) unlink, the contents entry and the search
-        index; the page waits in ``_pending`` for the next :meth:`save`, which writes it with the
+        index; the page is staged in the log for the next :meth:`save`, which writes it with the
         state. ``reason`` (``"active_pages"``, ``"max_context_tokens"``, ``"clear"``) is logged."""
         for page, summary, text in prepared:
             log.debug(
@@ -448,14 +401,10 @@ class ContextSystem:
                 len(page.entries),
                 extra={"page_index": page.index, "round": self._round, "reason": reason},
             )
-            stored = {
-                "index": page.index,
-                "messages": page.messages(),
-                "summary": summary.summary,
-                "entry_summaries": list(summary.entry_summaries),
-                "archived_round": self._round,
-            }
-            self._pending[page.index] = stored
+            stored = ArchivedPage(
+                page.index, tuple(page.messages()), summary.summary, summary.entry_summaries, self._round
+            )
+            self._log.stage(stored.to_dict())
             self._window.detach(page.index)
             self._archive.add(self._new_entry(page, summary))
             self._search.add(page.index, text)
@@ -561,90 +510,6 @@ class ContextSystem:
         with self._lock:
             return self._archive.tokens()
 
-    # ---- recall --------------------------------------------------------------------------------------
-
-    def is_active(self, page_index: int) -> bool:
-        """True while page ``page_index`` is in the window (not archived)."""
-        return page_index in self._window.page_indices()
-
-    def _check_index(self, page_index: object) -> int:
-        if isinstance(page_index, bool) or not isinstance(page_index, int):
-            raise PageError(f"recall: page_index must be an int, got {shown(page_index)}")
-        last = self._window.next_index - 1
-        if not 1 <= page_index <= last:
-            pages = "no page exists yet" if last == 0 else f"pages are 1 to {last}"
-            raise PageError(f"recall: page {shown(page_index)} does not exist ({pages})")
-        if page_index <= self._forgotten_through:
-            raise PageError(f"recall: page {page_index} was forgotten (clear(forget=True))")
-        return page_index
-
-    def _stored(self, index: int) -> dict[str, Any]:
-        """Archived page ``index`` (a copy if it awaits the next save; from the storage otherwise),
-        checked to be what :meth:`_archive_pages` wrote."""
-        pending = self._pending.get(index)
-        page = copy.deepcopy(pending) if pending is not None else self._storage.get_page(index)
-        if page is None:
-            raise PageError(f"recall: page {index} was archived but the storage does not hold it")
-        messages = page.get("messages")
-        fine = (
-            isinstance(messages, list)
-            and all(isinstance(m, dict) and role_of(m) for m in messages)
-            and isinstance(page.get("summary"), str)
-            and isinstance(page.get("entry_summaries"), list)
-            and type(page.get("archived_round")) is int
-        )
-        if not fine:
-            raise PageError(
-                f"recall: page {index} in the storage is not an archived page "
-                "(it needs messages, summary, entry_summaries and archived_round)"
-            )
-        return page
-
-    def recall(self, page_index: int) -> Page:
-        """Page ``page_index`` in full. For an archived page, its recall count rises by one and
-        its last-recall round becomes the current round (a dropped entry comes back to the contents
-        page); an active page is returned as it is. :class:`~memci.PageError` if no such page.
-        O(page) plus one storage read."""
-        with self._lock:
-            return self._recall(page_index)
-
-    def _recall(self, page_index: object) -> Page:
-        index = self._check_index(page_index)
-        if self.is_active(index):
-            return Page.of(index, self._window.page(index))
-        return self._count_recall(index, self._stored(index))
-
-    def _count_recall(self, index: int, stored: dict[str, Any]) -> Page:
-        """Count a recall of archived page ``index`` (read as ``stored``); the page."""
-
-        def restore() -> tuple[str, tuple[str, ...], int]:
-            return stored["summary"], tuple(map(str, stored["entry_summaries"])), stored["archived_round"]
-
-        entry = self._archive.recall(index, self._round, restore)
-        log.debug(
-            "recall page %d in round %d (recalled %d times)",
-            index,
-            self._round,
-            entry.recall_count,
-            extra={"page_index": index, "round": self._round, "reason": "recall"},
-        )
-        return Page.of(index, stored["messages"])
-
-    def list_pages(self, limit: int = 10) -> list[PageListing]:
-        """The ``limit`` most recently archived pages on the contents page, newest first, with
-        their recall counts and the rounds since each was last recalled (or archived)."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise InvalidOperationError(f"list_pages: limit must be an int >= 0, got {repr_of(limit)}")
-        with self._lock:
-            return self._archive.listing(self._round, limit)
-
-    def search(self, query: str, k: int = 5) -> list[SearchHit]:
-        """The ``k`` archived pages (dropped contents entries included) that best match ``query``,
-        best first, by BM25 over each page's summary and messages (:class:`memci.PageSearch`):
-        ``SearchHit(page_index, score, snippet)``. Searching counts no recall."""
-        with self._lock:
-            return self._search.search(query, k)
-
     @overload
     def tool_definitions(self, format: Literal["openai"] = "openai") -> list[ChatTool]: ...
     @overload
@@ -686,50 +551,6 @@ class ContextSystem:
         """The agent's own tool definitions, as given (copies)."""
         return copy.deepcopy(list(self._agent_tools))
 
-    def handle_tool_call(self, call: object) -> Message:
-        """Answer the model's call of a recall tool (an OpenAI ``tool_call``, an Anthropic
-        ``tool_use`` block, or ATTP TOML text) with the result to :meth:`add`: a ``tool`` message,
-        a ``tool_result`` block (put it in a user message), or a user message with the ATTP result.
-        A recalled page's entries come back in the result, so the page re-enters the window where
-        the model asked for it. Calls of anything else are refused in the result.
-
-        The call is parsed and checked whole (:func:`memci.context.recall.parse_call`), its tool
-        calls run in order under the lock, and the answer is written from their results."""
-        request = recall.parse_call(call)
-        with self._lock:
-            results, failure = self._run_tools(request.calls)
-        return recall.answer(request, results, failure)
-
-    def _run_tools(self, calls: Sequence[ToolCall]) -> tuple[list[ToolResult], str | None]:
-        """Run the recall tools' calls, all or none: every page is checked and read first, and only
-        when all of them can be does any recall count, in order. The results, or none and the
-        error of the first call that cannot run (a page that does not exist, or is not stored)."""
-        reads: list[ListPages | InWindow | tuple[int, dict[str, Any]]] = []
-        try:
-            for call in calls:
-                if isinstance(call, ListPages):
-                    reads.append(call)
-                elif self.is_active(call.page_index):
-                    reads.append(InWindow(call.page_index))
-                else:
-                    index = self._check_index(call.page_index)
-                    reads.append((index, self._stored(index)))
-        except PageError as e:
-            return [], str(e)
-        results: list[ToolResult] = []
-        for read in reads:
-            if isinstance(read, ListPages):
-                results.append(self._archive.listing(self._round, read.limit))
-            elif isinstance(read, InWindow):
-                results.append(read)
-            else:
-                results.append(self._count_recall(*read))
-        return results, None
-
-    def is_recall_call(self, call: object) -> bool:
-        """True when ``call`` is for the recall tools (send it to :meth:`handle_tool_call`)."""
-        return recall.is_recall_call(call)
-
     # ---- state ---------------------------------------------------------------------------------------
 
     @property
@@ -756,10 +577,6 @@ class ContextSystem:
             return sorted(self._archive.dropped.values(), key=lambda d: d.index)
 
     @property
-    def storage(self) -> Storage:
-        return self._storage
-
-    @property
     def policy(self) -> ArchivePolicy:
         return self._archive.policy
 
@@ -780,265 +597,3 @@ class ContextSystem:
             f"<memci.ContextSystem: round {self._round}, {len(self._window.page_indices())} active pages, "
             f"{len(self._archive.entries)} contents entries, {len(self._archive.dropped)} dropped>"
         )
-
-    # ---- saving --------------------------------------------------------------------------------------
-
-    def state(self) -> dict[str, Any]:
-        """The whole state as a JSON-able dict (what :meth:`save` writes, with the next revision):
-        see :meth:`SavedState.to_dict`. Same as :meth:`to_state`."""
-        with self._lock:
-            return self._saved().to_dict()
-
-    def to_state(self) -> dict[str, Any]:
-        """The whole state as a JSON-able dict, for a framework's state (a LangGraph channel, say):
-        settings, round, active pages, contents and dropped entries, revision. Not the archived
-        pages: they are the storage's, and pages archived since the last :meth:`save` are only in
-        this system until it saves (so save first when another system will take over:
-        :meth:`from_state` refuses a state naming pages its storage lacks). O(state)."""
-        return self.state()
-
-    def _saved(self, revision: int | None = None) -> SavedState:
-        window = self._window
-        return SavedState(
-            self._round,
-            window.next_index,
-            window.messages()[0] if self._has_prompt else None,
-            self._tools,
-            self._active_pages,
-            self._encoding,
-            self._max_context_tokens,
-            self._archive.policy,
-            tuple((i, window.page(i)) for i in window.page_indices()),
-            tuple(self._archive.entries.values()),
-            tuple(self._archive.dropped.values()),
-            self._revision if revision is None else revision,
-            self._agent_tools,
-            self._forgotten_through,
-        )
-
-    def save(self) -> None:
-        """Write the pages archived since the last save and the whole state to the storage, as one
-        atomic commit of the next revision (which also deletes the pages ``clear(forget=True)``
-        forgot). If another writer saved to the same storage since this system was loaded (or
-        last saved), :class:`~memci.ConflictError` is raised and nothing is written: load again,
-        redo the turn, save again."""
-        with self._lock:
-            self._storage.save_state(self._saved(self._revision + 1).to_dict(), list(self._pending.values()))
-            self._revision += 1
-            self._pending.clear()
-
-    @classmethod
-    def load(
-        cls,
-        storage: Storage,
-        *,
-        summarizer: Summarizer | Callable[[str], str] | None = None,
-        counter: Counter | None = None,
-    ) -> ContextSystem:
-        """The context system last saved to ``storage``, exactly: rounds, counts, the active pages
-        with the open one, the contents and dropped entries; search is rebuilt from the stored
-        pages. The summarizer and counter are not saved: pass them again if they are not the
-        defaults. :class:`~memci.StateError` names what is wrong with a bad state, or says the
-        storage holds none (:meth:`open` creates one then)."""
-        state = _storage(storage).load_state()
-        if state is None:
-            raise StateError("load: the storage holds no saved state")
-        return cls._build(SavedState.from_dict(state), storage, summarizer, counter)
-
-    @classmethod
-    def open(
-        cls,
-        storage: Storage,
-        system_prompt: str | Message | None = None,
-        *,
-        tools: ToolFormat | None = None,
-        agent_tools: Iterable[Any] | None = None,
-        active_pages: int | None = None,
-        summarizer: Summarizer | Callable[[str], str] | None = None,
-        policy: ArchivePolicy | None = None,
-        encoding: str | None = None,
-        max_context_tokens: int | None = None,
-        counter: Counter | None = None,
-    ) -> ContextSystem:
-        """Load or create: the system saved to ``storage``, continuing its conversation, or a new
-        one on it if it holds no state. Each setting given (not None) applies, replacing the saved
-        one (your code's configuration wins: a new prompt, new agent tools, a new limit); each not
-        given keeps the saved value (or the constructor's default for a new system). The
-        summarizer and counter are code: pass them each time. Nothing is written until
-        :meth:`save`."""
-        state = _storage(storage).load_state()
-        if state is None:
-            return cls(
-                system_prompt,
-                tools=tools,
-                agent_tools=agent_tools,
-                active_pages=5 if active_pages is None else active_pages,
-                storage=storage,
-                summarizer=summarizer,
-                policy=policy,
-                encoding=tokens.DEFAULT_ENCODING if encoding is None else encoding,
-                max_context_tokens=max_context_tokens,
-                counter=counter,
-            )
-        saved = SavedState.from_dict(state)
-        overrides: dict[str, Any] = {
-            "system_prompt": _system_message(system_prompt),
-            "tools": tools,
-            "agent_tools": None if agent_tools is None else checked_tools(agent_tools),
-            "active_pages": active_pages,
-            "policy": policy,
-            "encoding": encoding,
-            "max_context_tokens": max_context_tokens,
-        }
-        return cls._build(
-            dataclasses.replace(saved, **{k: v for k, v in overrides.items() if v is not None}),
-            storage,
-            summarizer,
-            counter,
-        )
-
-    @classmethod
-    def from_state(
-        cls,
-        state: dict[str, Any],
-        storage: Storage,
-        *,
-        summarizer: Summarizer | Callable[[str], str] | None = None,
-        counter: Counter | None = None,
-    ) -> ContextSystem:
-        """The system :meth:`to_state` described, on ``storage`` (the one holding its archived
-        pages). :class:`~memci.StateError` names what is wrong with the state, or the archived
-        pages it names that the storage does not hold (pages archived after the last save are
-        not in any storage: save before taking the state). Search is rebuilt from the storage.
-        O(state + archived pages)."""
-        ctx = cls._build(SavedState.from_dict(state), storage, summarizer, counter)
-        missing = ctx._missing
-        if missing:
-            shown_pages = ", ".join(map(str, missing[:5])) + (", ..." if len(missing) > 5 else "")
-            raise StateError(
-                f"from_state: the state names archived pages the storage does not hold ({shown_pages}): "
-                "pages archived since the last save() are not in the storage; save() before to_state()"
-            )
-        return ctx
-
-    @classmethod
-    def _build(
-        cls,
-        saved: SavedState,
-        storage: Storage,
-        summarizer: Summarizer | Callable[[str], str] | None,
-        counter: Counter | None,
-        pending: Sequence[dict[str, Any]] = (),
-    ) -> ContextSystem:
-        """A system built with ``saved``'s settings, taking up its state; ``pending``: pages it
-        archived that are not saved yet (a copy's)."""
-        try:
-            ctx = cls(
-                saved.system_prompt,
-                tools=cast(ToolFormat, saved.tools),  # the constructor checks it
-                agent_tools=saved.agent_tools,
-                active_pages=saved.active_pages,
-                storage=storage,
-                summarizer=summarizer,
-                policy=saved.policy,
-                encoding=saved.encoding,
-                max_context_tokens=saved.max_context_tokens,
-                counter=counter,
-            )
-        except (InvalidOperationError, InvalidMessageError, TypeError) as e:
-            raise StateError(f"load: {e}") from None
-        ctx._restore(saved, pending)
-        return ctx
-
-    def _restore(self, saved: SavedState, pending: Sequence[dict[str, Any]]) -> None:
-        """Take up ``saved`` in a new system built with its settings: the round, the active pages
-        (the core checks their messages), the contents and dropped entries; search is rebuilt
-        from the storage's pages (and ``pending``, pages archived but not saved)."""
-        self._round = saved.round
-        self._revision = saved.revision
-        self._forgotten_through = saved.forgotten_through
-        for i, (index, messages) in enumerate(saved.pages):
-            try:
-                self._window.open_page_at(index, messages)
-            except (InvalidOperationError, InvalidMessageError) as e:
-                raise StateError(f"load: state['pages'][{i}]: {e}") from None
-        if not saved.pages and saved.next_index > 1:
-            # An empty window after archived pages (after clear(), or a pop of the open page's
-            # last message): the index goes on from the saved one. The core window takes an index
-            # only with a page, so one is opened at the last index given and unlinked at once.
-            self._window.open_page_at(saved.next_index - 1, [{"role": "user", "content": ""}])
-            self._window.detach(saved.next_index - 1)
-        if saved.next_index != self._window.next_index:
-            raise StateError(
-                f"load: state['next_index'] is {saved.next_index}, but the active pages make it "
-                f"{self._window.next_index}"
-            )
-        for entry in saved.contents:
-            self._archive.add(entry)
-        for gone in saved.dropped:
-            self._archive.dropped[gone.index] = gone
-        self._pending = {page["index"]: page for page in pending}
-        # Only the pages this state archived: a page above them is an orphan of a run that died
-        # before its save, which the next archive of that index replaces; pages it forgot are
-        # deleted by its next save.
-        storage, low, high = self._storage, saved.forgotten_through, saved.pages_through
-        stored = [
-            (index, page)
-            for index in storage.page_indices()
-            if low < index <= high and index not in self._pending and (page := storage.get_page(index)) is not None
-        ]
-        pages = sorted([*stored, *self._pending.items()])
-        self._search.extend(
-            (index, page_text(str(page.get("summary") or ""), message_texts(page.get("messages") or [])))
-            for index, page in pages
-        )
-        held = {index for index, _ in pages}
-        #: Archived pages the state names that neither the storage nor ``pending`` holds.
-        self._missing = [index for index in range(low + 1, high + 1) if index not in held]
-
-    # ---- copies and pickles ---------------------------------------------------------------------------
-
-    def _snapshot(self) -> tuple[SavedState, list[dict[str, Any]]]:
-        """The state and the pending pages, as JSON-made copies (nothing shared with this system)."""
-        with self._lock:
-            saved = self._saved()
-            text = json.dumps([saved.to_dict(), list(self._pending.values())], ensure_ascii=False)
-        state, pending = json.loads(text)
-        return SavedState.from_dict(state), pending
-
-    def __copy__(self) -> ContextSystem:
-        """A system with the same state on the same storage (and summarizer and counter): the two
-        go on independently, and the second to save over the same revision gets
-        :class:`~memci.ConflictError`. Pages this one archived since its last save are copied.
-        O(state + archived pages)."""
-        saved, pending = self._snapshot()
-        return type(self)._build(saved, self._storage, self._summarizer_arg, self._counter, pending)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> ContextSystem:
-        """As :func:`copy.copy`, with a deep copy of the storage: a ``MemoryStorage`` is copied
-        with its pages; a SQLite or directory store is opened again on the same file or folder;
-        a store that cannot be copied raises :class:`~memci.StorageError`. The summarizer and
-        counter (code) are shared."""
-        saved, pending = self._snapshot()
-        storage = copy.deepcopy(self._storage, memo)
-        return type(self)._build(saved, storage, self._summarizer_arg, self._counter, pending)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickled as JSON text (the state and the pages archived since the last save), never as
-        pickled messages, with its storage (a ``MemoryStorage`` as its JSON texts, a SQLite or
-        directory store by path; other stores raise :class:`~memci.StorageError`) and the
-        summarizer and counter it was given (None for the defaults; yours must be picklable)."""
-        saved, pending = self._snapshot()
-        text = json.dumps({"state": saved.to_dict(), "pending": pending}, ensure_ascii=False)
-        return (_unpickle, (text, self._storage, self._summarizer_arg, self._counter))
-
-
-def _unpickle(
-    text: str,
-    storage: Storage,
-    summarizer: Summarizer | Callable[[str], str] | None,
-    counter: Counter | None,
-) -> ContextSystem:
-    """A :class:`ContextSystem` from what :meth:`ContextSystem.__reduce__` pickled."""
-    data = json.loads(text)
-    return ContextSystem._build(SavedState.from_dict(data["state"]), storage, summarizer, counter, data["pending"])

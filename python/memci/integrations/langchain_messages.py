@@ -1,17 +1,21 @@
 """LangChain message lists trimmed by memci: what the LangChain and LangGraph integrations share
 (needs ``langchain-core``).
 
-:class:`MessageTrimmer` keeps, for each conversation it sees (keyed by its first message's id),
-a mirror of the messages as a :class:`~memci.MessageArray` (counts cached), extended as the
-conversation grows, and trims a copy of it: the newest messages within a budget, counted exactly,
-whole tool groups, as the conversation's own message objects.
+:func:`conversation_key` names the conversation a model call or a tool call belongs to: the
+framework's own thread id when the run has one, else the id of the conversation's first message.
+:class:`MessageTrimmer` keeps, for each conversation it sees (by that key), a mirror of the
+messages as a :class:`~memci.MessageArray` (counts cached), extended as the conversation grows,
+and trims a copy of it: the newest messages within a budget, counted exactly, whole tool groups,
+as the conversation's own message objects.
 """
 
 from __future__ import annotations
 
 import copy
+import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage
 
@@ -20,10 +24,31 @@ from memci.array import MessageArray
 from memci.errors import InvalidOperationError
 from memci.formats import from_langchain
 
-__all__ = ["MIRRORS", "MessageTrimmer"]
+__all__ = ["MIRRORS", "MessageTrimmer", "conversation_key", "current_config"]
 
 #: Conversations whose mirrors a trimmer keeps (least recently used dropped).
 MIRRORS = 64
+
+
+def current_config() -> Mapping[str, Any]:
+    """The running graph's config (LangGraph's ``get_config``), or an empty one outside a run."""
+    try:
+        from langgraph.config import get_config
+
+        return get_config()
+    except (ImportError, RuntimeError):  # not inside a LangGraph run: no thread to read
+        return {}
+
+
+def conversation_key(config: Mapping[str, Any], messages: Sequence[BaseMessage]) -> tuple[str, str | None]:
+    """The conversation ``messages`` belong to: ``("thread", id)`` from the run's
+    ``configurable.thread_id`` when it has one (LangGraph's own key for a conversation), else
+    ``("first", id)`` of the first message (a run without a checkpointer carries the whole
+    conversation in its messages). Two threads never share a key."""
+    thread_id = (config.get("configurable") or {}).get("thread_id")
+    if thread_id is not None:
+        return ("thread", str(thread_id))
+    return ("first", messages[0].id if messages else None)
 
 
 class _Mirror:
@@ -50,8 +75,9 @@ class MessageTrimmer:
     whole tool groups, a leading system message kept with ``keep_system``, starting on
     ``start_on``). When no unit fits from ``start_on`` (mid-turn, after a long tool result), the
     newest units that fit from anywhere; when not even the newest tool group fits, that group
-    alone, over the budget: a model call must send something. Thread-safe enough for one agent
-    run at a time per conversation; O(new + kept) a call, the counts cached."""
+    alone, over the budget: a model call must send something. Conversations are kept apart by
+    :func:`conversation_key`; safe from several threads at once (a lock per conversation);
+    O(new + kept) a call, the counts cached."""
 
     def __init__(
         self,
@@ -65,20 +91,29 @@ class MessageTrimmer:
             raise InvalidOperationError(f"max_tokens must be an int >= 0, got {max_tokens!r}")
         tokens.count("", encoding)  # an unknown encoding is refused here
         self.max_tokens, self.encoding, self.keep_system, self.start_on = max_tokens, encoding, keep_system, start_on
-        self._mirrors: OrderedDict[str | None, _Mirror] = OrderedDict()
+        self._mirrors: OrderedDict[tuple[str, str | None], tuple[threading.Lock, _Mirror]] = OrderedDict()
+        self._lock = threading.Lock()
 
-    def trim(self, messages: list[BaseMessage], max_tokens: int | None = None) -> list[BaseMessage]:
+    def trim(
+        self, messages: list[BaseMessage], max_tokens: int | None = None, *, config: Mapping[str, Any] | None = None
+    ) -> list[BaseMessage]:
         """The kept messages (the objects given), oldest first; ``max_tokens`` overrides the
-        budget for this call (a caller sending a system prompt besides subtracts it)."""
+        budget for this call (a caller sending a system prompt besides subtracts it); ``config``
+        is the run's (read for its thread id; the running graph's by default)."""
         if not messages:
             return []
         budget = self.max_tokens if max_tokens is None else max(0, max_tokens)
-        key = messages[0].id
-        mirror = self._mirrors.pop(key, None) or _Mirror()
-        self._mirrors[key] = mirror
-        while len(self._mirrors) > MIRRORS:
-            self._mirrors.popitem(last=False)
-        mirrored = mirror.sync(messages)
+        key = conversation_key(current_config() if config is None else config, messages)
+        with self._lock:
+            found = self._mirrors.pop(key, None)
+            lock, mirror = found if found is not None else (threading.Lock(), _Mirror())
+            self._mirrors[key] = (lock, mirror)
+            while len(self._mirrors) > MIRRORS:
+                self._mirrors.popitem(last=False)
+        with lock:
+            return self._trim(mirror.sync(messages), messages, budget)
+
+    def _trim(self, mirrored: MessageArray, messages: list[BaseMessage], budget: int) -> list[BaseMessage]:
         for start in (self.start_on, None):
             trimmed = copy.copy(mirrored)  # O(1): the trim is not kept
             trimmed.trim_to_tokens(budget, encoding=self.encoding, keep_system=self.keep_system, start_on=start)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,24 +47,45 @@ DEFAULT_TOKEN_LIMIT = 3000
 _ROLES = {MessageRole.CHATBOT: "assistant", MessageRole.MODEL: "assistant"}
 
 
-def _tool_calls(message: ChatMessage) -> list[dict[str, Any]]:
-    """The tool calls of an assistant message as chat ``tool_calls``: those LlamaIndex's OpenAI
-    integration keeps in ``additional_kwargs["tool_calls"]``, then the message's tool call blocks."""
-    calls = []
-    for call in message.additional_kwargs.get("tool_calls") or ():
+def _chat_call(call: Any) -> dict[str, Any] | None:
+    """One tool call, in any shape LlamaIndex keeps it, as a chat ``tool_call``: OpenAI's
+    (``{id, type, function: {name, arguments}}``, a dict or the SDK's object), LlamaIndex's own
+    ``ToolSelection`` and ``ToolCallBlock`` (``tool_id``/``tool_call_id``, ``tool_name``,
+    ``tool_kwargs``) and Anthropic's ``tool_use`` (``id``, ``name``, ``input``). None for a shape
+    without a tool name (it cannot be paired)."""
+    call_id: Any
+    name: Any
+    arguments: Any
+    if isinstance(call, ToolCallBlock):
+        call_id, name, arguments = call.tool_call_id, call.tool_name, call.tool_kwargs
+    else:
         as_dict = dumped(call)
-        if isinstance(as_dict, dict):
-            calls.append(as_dict)
-    for block in message.blocks:
-        if isinstance(block, ToolCallBlock):
-            arguments = block.tool_kwargs if isinstance(block.tool_kwargs, str) else json.dumps(block.tool_kwargs)
-            calls.append(
-                {
-                    "id": block.tool_call_id or "",
-                    "type": "function",
-                    "function": {"name": block.tool_name, "arguments": arguments},
-                }
-            )
+        if not isinstance(as_dict, dict):
+            return None
+        function = as_dict.get("function")
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            call_id, name, arguments = as_dict.get("id"), function["name"], function.get("arguments")
+        else:
+            name = as_dict.get("tool_name", as_dict.get("name"))
+            call_id = next((as_dict[k] for k in ("tool_id", "tool_call_id", "id") if as_dict.get(k)), None)
+            arguments = next((as_dict[k] for k in ("tool_kwargs", "input", "arguments") if k in as_dict), {})
+        if not isinstance(name, str):
+            return None
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments, default=str)
+    return {"id": str(call_id or ""), "type": "function", "function": {"name": name, "arguments": text}}
+
+
+def _tool_calls(message: ChatMessage) -> list[dict[str, Any]]:
+    """The tool calls of an assistant message as chat ``tool_calls``: those an LLM integration
+    keeps in ``additional_kwargs["tool_calls"]``, then the message's tool call blocks; a call with
+    the id of one already read is read once."""
+    calls: list[dict[str, Any]] = []
+    kept = message.additional_kwargs.get("tool_calls") or ()
+    blocks = [block for block in message.blocks if isinstance(block, ToolCallBlock)]
+    for call in [*(kept if isinstance(kept, list | tuple) else ()), *blocks]:
+        chat = _chat_call(call)
+        if chat is not None and not (chat["id"] and any(c["id"] == chat["id"] for c in calls)):
+            calls.append(chat)
     return calls
 
 
@@ -104,6 +126,7 @@ class MemciChatMemory(BaseChatStoreMemory):
     encoding: str = tokens.DEFAULT_ENCODING
     _mirror: MessageArray | None = PrivateAttr(default=None)
     _mirrored: list[ChatMessage] = PrivateAttr(default_factory=list)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     @classmethod
     def class_name(cls) -> str:
@@ -133,15 +156,24 @@ class MemciChatMemory(BaseChatStoreMemory):
             store.set_messages(chat_store_key, chat_history)
         return cls(token_limit=token_limit, encoding=encoding, chat_store=store, chat_store_key=chat_store_key)
 
+    def __getstate__(self) -> dict[Any, Any]:
+        """Pickled without the mirror and the lock (rebuilt at the next ``get``)."""
+        state = dict(super().__getstate__())
+        state["__pydantic_private__"] = {"_mirror": None, "_mirrored": [], "_lock": None}
+        return state
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        super().__setstate__(state)
+        self._lock = threading.Lock()
+
     def tokenizer_fn(self, text: str) -> list[int]:
         """A list as long as ``text``'s exact token count (its items are not token ids): what
         LlamaIndex's chat engines take the length of to count a prefix."""
         return [0] * tokens.count(text, self.encoding)
 
-    def _synced(self) -> tuple[MessageArray, list[ChatMessage]]:
-        """The mirror of the chat store's messages: appended to when the store grew, rebuilt when
-        it shrank or its last mirrored message changed. O(new messages)."""
-        history = self.chat_store.get_messages(self.chat_store_key)
+    def _synced(self, history: list[ChatMessage]) -> MessageArray:
+        """The mirror of the chat store's messages, ``history``: appended to when the store grew,
+        rebuilt when it shrank or its last mirrored message changed. O(new messages)."""
         mirrored = self._mirrored
         same_prefix = (
             self._mirror is not None
@@ -157,7 +189,13 @@ class MemciChatMemory(BaseChatStoreMemory):
         if new:
             self._mirror.append([to_memci(m) for m in new])
             self._mirrored = [*self._mirrored, *new]
-        return self._mirror, self._mirrored
+        return self._mirror
+
+    def _check_initial(self, initial_token_count: int) -> None:
+        if initial_token_count > self.token_limit:
+            raise InvalidOperationError(
+                f"initial_token_count ({initial_token_count}) exceeds the token limit ({self.token_limit})"
+            )
 
     def get(self, input: str | None = None, initial_token_count: int = 0, **kwargs: Any) -> list[ChatMessage]:
         """The newest messages whose exact count, with ``initial_token_count``, fits
@@ -165,39 +203,102 @@ class MemciChatMemory(BaseChatStoreMemory):
         kept when a turn fits beside it (dropped when none does). Like ``ChatMemoryBuffer``, when no message of the
         conversation fits, the last message alone (so that the model reports the overflow rather
         than losing it silently). O(kept), the counts cached; the first call after messages were
-        added counts those."""
-        if initial_token_count > self.token_limit:
-            raise InvalidOperationError(
-                f"initial_token_count ({initial_token_count}) exceeds the token limit ({self.token_limit})"
-            )
-        mirror, history = self._synced()
-        if not history:
-            return []
-        budget = self.token_limit - initial_token_count
-        for keep_system in (True, False):  # the system message goes only if no turn fits beside it
-            trimmed = copy.copy(mirror)
-            trimmed.trim_to_tokens(budget, encoding=self.encoding, keep_system=keep_system)
-            kept = trimmed.messages()
-            system = 1 if keep_system and kept and kept[0]["role"] == "system" and history[0].role == "system" else 0
-            tail = len(kept) - system  # the trim keeps a suffix of the history, and the system message
-            if tail:
-                return [*history[:system], *history[len(history) - tail :]]
-        return history[-1:]  # no turn fits: the last message alone
+        added counts those. ``input`` and other keywords are accepted and ignored, as
+        ``ChatMemoryBuffer`` does."""
+        self._check_initial(initial_token_count)
+        return self._trimmed(self.chat_store.get_messages(self.chat_store_key), initial_token_count)
+
+    async def aget(self, input: str | None = None, initial_token_count: int = 0, **kwargs: Any) -> list[ChatMessage]:
+        """:meth:`get`, reading the chat store by its async API."""
+        self._check_initial(initial_token_count)
+        return self._trimmed(await self.chat_store.aget_messages(self.chat_store_key), initial_token_count)
+
+    def _trimmed(self, history: list[ChatMessage], initial_token_count: int) -> list[ChatMessage]:
+        with self._lock:
+            mirror = self._synced(history)
+            history = self._mirrored
+            if not history:
+                return []
+            budget = self.token_limit - initial_token_count
+            for keep_system in (True, False):  # the system message goes only if no turn fits beside it
+                trimmed = copy.copy(mirror)
+                trimmed.trim_to_tokens(budget, encoding=self.encoding, keep_system=keep_system)
+                kept = trimmed.messages()
+                first = kept[0]["role"] if kept else None
+                system = 1 if keep_system and first == "system" and history[0].role == "system" else 0
+                tail = len(kept) - system  # the trim keeps a suffix of the history, and the system message
+                if tail:
+                    return [*history[:system], *history[len(history) - tail :]]
+            return history[-1:]  # no turn fits: the last message alone
 
     def put(self, message: ChatMessage) -> None:
         """Append a message to the chat store."""
         self.chat_store.add_message(self.chat_store_key, message)
+
+    async def aput(self, message: ChatMessage) -> None:
+        """Append a message to the chat store, by its async API."""
+        await self.chat_store.async_add_message(self.chat_store_key, message)
 
     def put_messages(self, messages: Sequence[ChatMessage]) -> None:
         """Append messages to the chat store."""
         for message in messages:
             self.chat_store.add_message(self.chat_store_key, message)
 
+    async def aput_messages(self, messages: Sequence[ChatMessage]) -> None:
+        """Append messages to the chat store, by its async API."""
+        for message in messages:
+            await self.chat_store.async_add_message(self.chat_store_key, message)
+
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the history."""
         self.chat_store.set_messages(self.chat_store_key, messages)
 
+    async def aset(self, messages: list[ChatMessage]) -> None:
+        """Replace the history, by the chat store's async API."""
+        await self.chat_store.aset_messages(self.chat_store_key, messages)
+
     def reset(self) -> None:
         """Forget the history."""
         self.chat_store.delete_messages(self.chat_store_key)
-        self._mirror, self._mirrored = None, []
+        with self._lock:
+            self._mirror, self._mirrored = None, []
+
+    async def areset(self) -> None:
+        """Forget the history, by the chat store's async API."""
+        await self.chat_store.adelete_messages(self.chat_store_key)
+        with self._lock:
+            self._mirror, self._mirrored = None, []
+
+    def to_string(self) -> str:
+        """The memory as JSON text (its settings and its chat store), as ``ChatMemoryBuffer``
+        writes it; :meth:`from_string` reads it back."""
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_string(cls, json_str: str) -> MemciChatMemory:
+        """The memory :meth:`to_string` wrote."""
+        return cls.from_dict(json.loads(json_str))
+
+    def to_dict(self, **kwargs: Any) -> dict[str, Any]:
+        """The memory as a dict (its settings and its chat store), as ``ChatMemoryBuffer`` has it.
+        A ``SimpleChatStore``'s messages are written one by one as ``model_dump(mode="json")``
+        (pydantic fails on a ``ChatMessage`` nested in another model's dump)."""
+        store = self.chat_store
+        if isinstance(store, SimpleChatStore):
+            messages = {key: [m.model_dump(mode="json") for m in store.get_messages(key)] for key in store.get_keys()}
+            stored: dict[str, Any] = {"store": messages, "class_name": store.class_name()}
+        else:
+            stored = {**store.model_dump(), "class_name": store.class_name()}
+        settings = {"token_limit": self.token_limit, "encoding": self.encoding, "chat_store_key": self.chat_store_key}
+        return {**settings, "chat_store": stored, "class_name": self.class_name()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> MemciChatMemory:
+        """The memory :meth:`to_dict` wrote (its chat store rebuilt by LlamaIndex's
+        ``load_chat_store``)."""
+        from llama_index.core.storage.chat_store.loading import load_chat_store
+
+        data = {k: v for k, v in data.items() if k != "class_name"}
+        if isinstance(data.get("chat_store"), dict):
+            data["chat_store"] = load_chat_store(data["chat_store"])
+        return cls(**data)

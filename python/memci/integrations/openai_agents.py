@@ -22,8 +22,6 @@ Needs ``pip install 'memci[openai-agents]'``. Semantics and decisions:
 from __future__ import annotations
 
 import asyncio
-import inspect
-import json
 import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
@@ -41,7 +39,10 @@ from memci.context.recall import LIST_PAGES, RECALL_PAGE, tool_definitions
 from memci.errors import ConflictError, InvalidMessageError, InvalidOperationError, SessionClosedError, StateError
 from memci.formats import dumped
 from memci.integrations.any_loop_lock import AnyLoopLock
-from memci.storage.async_protocol import AsyncStorage
+from memci.integrations.message_log import MessageLog
+from memci.storage.async_protocol import AsyncStorage, is_async_store
+from memci.storage.bridge import LoopRunner, in_worker, sync_view
+from memci.storage.log import CONFLICTS
 from memci.storage.memory import MemoryStorage
 from memci.storage.protocol import Storage
 from memci.storage.sqlite import SqliteStorage
@@ -51,9 +52,6 @@ from memci.tokens import DEFAULT_ENCODING
 __all__ = ["MemciSession"]
 
 T = TypeVar("T")
-
-MAX_RETRIES = 20
-"""Calls redone after a :class:`~memci.ConflictError` (another writer saved first) before it is raised."""
 
 HISTORY_KIND = "memci.integrations.openai_agents.history"
 """The ``kind`` of a full-history session's saved state (a paged session's is the context system's)."""
@@ -124,10 +122,6 @@ async def _settled(work: Awaitable[T]) -> T:
     return task.result()
 
 
-def _is_async_store(storage: object) -> bool:
-    return inspect.iscoroutinefunction(getattr(storage, "save_state", None))
-
-
 def _limited(items: list[Any], limit: int | None) -> list[Any]:
     """The SDK's ``limit``, as ``SQLiteSession`` reads it: None all, N > 0 the latest N in order,
     0 none, a negative limit all (SQLite's ``LIMIT -1``)."""
@@ -137,131 +131,86 @@ def _limited(items: list[Any], limit: int | None) -> list[Any]:
 
 
 class _History:
-    """The full history of one session on an async store.
+    """The full history of one session: a :class:`~memci.integrations.message_log.MessageLog` that
+    keeps runs (so ``pop_item`` can take an item back) on the session's store, run in a worker
+    thread (an async store is awaited back on the loop), and its live items as a
+    :class:`~memci.MessageArray`, read whole again only when the log was reloaded (another session
+    object on the same id, or another process, saved)."""
 
-    The items are stored in **chunks**, one write-once page per ``add_items`` call, and the state
-    names the live ones as runs ``[first, last, kept]`` (pages ``first..last``, whole but for the
-    last, of which the first ``kept`` items are live: ``pop_item`` shortens it). A turn writes one
-    page and a small state in one commit, whatever the history's length; ``clear_session`` is a
-    forgetting save. In memory the live items are a :class:`~memci.MessageArray`, checked against
-    the store's revision at every call, so a second session object on the same id (or another
-    process) is seen."""
-
-    def __init__(self, store: AsyncStorage) -> None:
-        self.store = store
+    def __init__(self, storage: Storage | AsyncStorage) -> None:
+        self._loop = LoopRunner("MemciSession")
+        self.log = MessageLog(
+            sync_view(storage, self._loop),
+            HISTORY_KIND,
+            runs=True,
+            owner="MemciSession",
+            hint=" (was this session_id used with paged=True?)",
+            conflicts=None,  # MemciSession redoes a whole call after a conflict, under the same policy
+        )
         self.items = MessageArray()
-        self.revision = -1  # not read yet
-        self.pages_through = 0
-        self.forgotten_through = 0
-        self.runs: list[list[int]] = []
-        self.sizes: dict[int, int] = {}
+        self._generation = 0  # the log's generation the items were read at
+
+    def _rebuilt(self) -> bool:
+        """Read the items whole again if the log was reloaded since; whether they were."""
+        if self.log.generation == self._generation:
+            return False
+        self.items, self._generation = MessageArray(self.log.current()), self.log.generation
+        return True
 
     async def refresh(self) -> None:
-        """Read the stored state; load the items again if another writer saved since."""
-        state = await self.store.load_state()
-        revision = 0 if state is None else state.get("revision", 0)
-        if revision == self.revision:
-            return
-        if state is not None and state.get("kind") != HISTORY_KIND:
-            raise StateError(
-                f"MemciSession: the store holds a {state.get('kind')!r} state, not a full-history session's "
-                "(was this session_id used with paged=True?)"
-            )
-        runs = [] if state is None else [list(run) for run in state.get("runs", [])]
-        pages = await self._read([index for first, last, _ in runs for index in range(first, last + 1)])
-        sizes: dict[int, int] = {}
-        items: list[dict[str, Any]] = []
-        for first, last, kept in runs:
-            for index in range(first, last + 1):
-                page = pages[index]
-                if page is None:
-                    raise StateError(f"MemciSession: the state names page {index}, which the store does not hold")
-                messages = page["messages"]
-                sizes[index] = len(messages)
-                items.extend(messages if index < last else messages[:kept])
-        self.items = MessageArray(items)
-        self.runs, self.sizes, self.revision = runs, sizes, revision
-        self.pages_through = 0 if state is None else state.get("pages_through", 0)
-        self.forgotten_through = 0 if state is None else state.get("forgotten_through", 0)
+        """Reload if another writer saved since (one state read)."""
 
-    async def _read(self, indices: list[int]) -> dict[int, dict[str, Any] | None]:
-        """The pages of ``indices``: a sync store (this session's own ``ThreadedStorage``) reads
-        them all in one worker thread, an async store one awaited call each."""
-        store = self.store
-        if isinstance(store, ThreadedStorage):
-            sync = store.store
-            return await asyncio.to_thread(lambda: {index: sync.get_page(index) for index in indices})
-        return {index: await store.get_page(index) for index in indices}
+        def work() -> None:
+            self.log.refresh()
+            self._rebuilt()
 
-    def _state(self, runs: list[list[int]], pages_through: int, forgotten_through: int) -> dict[str, Any]:
-        state: dict[str, Any] = {
-            "version": 1,
-            "kind": HISTORY_KIND,
-            "revision": self.revision + 1,
-            "pages_through": pages_through,
-            "runs": runs,
-        }
-        if forgotten_through:
-            state["forgotten_through"] = forgotten_through
-        return state
+        await in_worker(self._loop, work)
 
     async def add(self, items: list[dict[str, Any]]) -> None:
-        index = self.pages_through + 1
-        runs = [list(run) for run in self.runs[-1:]]
-        if runs and runs[0][1] == self.pages_through and runs[0][2] == self.sizes[runs[0][1]]:
-            runs[0][1:] = [index, len(items)]  # the run goes on: its last page was whole
-        else:
-            runs.append([index, index, len(items)])
-        runs = self.runs[:-1] + runs if self.runs else runs
-        page = {"index": index, "messages": items, "summary": "", "entry_summaries": [], "archived_round": 0}
         self.items.append(items)  # checks every item first (all or nothing)
+
+        def work() -> None:
+            self.log.append(items)
+            self._rebuilt()
+
         try:
-            await self.store.save_state(self._state(runs, index, self.forgotten_through), [page])
+            await in_worker(self._loop, work)
         except BaseException:
-            self.revision = -1  # reread at the next call
+            self._generation = -1  # read whole again at the next call
             raise
-        self.runs, self.pages_through, self.revision = runs, index, self.revision + 1
-        self.sizes[index] = len(items)
 
     async def pop(self) -> dict[str, Any] | None:
-        if not self.runs:
-            return None
-        item = self.items[-1]
-        runs = [list(run) for run in self.runs]
-        first, last, kept = runs[-1]
-        if kept > 1:
-            runs[-1][2] = kept - 1
-        elif first < last:
-            runs[-1][1:] = [last - 1, self.sizes[last - 1]]
-        else:
-            runs.pop()
-        await self.store.save_state(self._state(runs, self.pages_through, self.forgotten_through))
-        self.runs, self.revision = runs, self.revision + 1
-        self.items.truncate(remove_last=1)
-        return item
+        def work() -> dict[str, Any] | None:
+            item = self.log.pop()
+            if not self._rebuilt() and item is not None:
+                self.items.truncate(remove_last=1)
+            return item
+
+        return await in_worker(self._loop, work)
 
     async def clear(self) -> None:
-        await self.store.save_state(self._state([], self.pages_through, self.pages_through))
-        self.runs, self.sizes, self.revision = [], {}, self.revision + 1
-        self.forgotten_through = self.pages_through
-        self.items = MessageArray()
+        def work() -> None:
+            self.log.clear()
+            if not self._rebuilt():
+                self.items = MessageArray()
+
+        await in_worker(self._loop, work)
 
     async def rewrite(self, items: list[dict[str, Any]]) -> None:
         """The whole history becomes ``items``: one commit that writes them as one page and
         forgets every older page (a compaction's replacement). O(len(items))."""
         array = MessageArray(items)  # checks every item first (all or nothing)
-        index = self.pages_through + 1
-        runs = [[index, index, len(items)]] if items else []
-        page = {"index": index, "messages": items, "summary": "", "entry_summaries": [], "archived_round": 0}
-        pages_through = index if items else self.pages_through
+
+        def work() -> None:
+            self.log.replace(items)
+            if not self._rebuilt():
+                self.items = array
+
         try:
-            await self.store.save_state(self._state(runs, pages_through, self.pages_through), [page] if items else [])
+            await in_worker(self._loop, work)
         except BaseException:
-            self.revision = -1  # reread at the next call
+            self._generation = -1  # read whole again at the next call
             raise
-        self.forgotten_through, self.pages_through = self.pages_through, pages_through
-        self.runs, self.sizes, self.items = runs, ({index: len(items)} if items else {}), array
-        self.revision += 1
 
 
 class _Paged:
@@ -365,7 +314,7 @@ class MemciSession:
             storage = MemoryStorage() if str(db_path) == ":memory:" else SqliteStorage(db_path, namespace=session_id)
         self.storage = storage
         # This session's own calls await the store: a sync one runs in a worker thread.
-        store = cast("AsyncStorage", storage) if _is_async_store(storage) else ThreadedStorage(cast("Storage", storage))
+        store = cast("AsyncStorage", storage) if is_async_store(storage) else ThreadedStorage(cast("Storage", storage))
         self._history: _History | None = None
         self._paged: _Paged | None = None
         if paged:
@@ -374,7 +323,7 @@ class MemciSession:
             options.update({key: value for key, value in given.items() if value is not None})
             self._paged = _Paged(store, storage, options, summarizer)
         else:
-            self._history = _History(store)
+            self._history = _History(storage)
         self._lock = AnyLoopLock()  # one session object may serve several threads, each with its loop
         self._closed = False
 
@@ -389,15 +338,16 @@ class MemciSession:
     async def _serialised(self, work: Callable[[], Awaitable[T]]) -> T:
         """Run ``work`` alone among this session's calls, from whatever thread and event loop
         (``run_sync`` runs each call on a loop of its own), again after a
-        :class:`~memci.ConflictError` (another writer saved first: reload, redo)."""
+        :class:`~memci.ConflictError` (another writer saved first: reload, redo), by the page log's
+        one policy."""
         self._check_open()
         async with self._lock:
             self._check_open()
-            for _ in range(MAX_RETRIES):
+            for wait in CONFLICTS.waits():
                 try:
                     return await work()
                 except ConflictError:
-                    continue
+                    await asyncio.sleep(wait)
             return await work()  # the last try: its ConflictError goes to the caller
 
     async def _write(self, work: Callable[[], Awaitable[T]]) -> T:
@@ -453,14 +403,11 @@ class MemciSession:
         batch: list[Any] = [_stored(item) for item in items]
         if not batch:
             return
-        opens_turn = any(isinstance(item, dict) and item.get("role") == "user" for item in batch)
 
         async def work() -> None:
             if self._paged is not None:
                 ctx = await self._paged.refresh()
-                await _written(ctx.extend, batch)  # all or nothing
-                if opens_turn:
-                    await ctx.end_round()
+                await _written(ctx.feed, batch)  # all or nothing; a user request ends the round first
                 await self._paged.saved(ctx)
                 return
             history = self._history
@@ -585,13 +532,9 @@ class MemciSession:
 
         def invoker(name: str) -> Callable[[ToolContext[Any], str], Awaitable[str]]:
             async def invoke(context: ToolContext[Any], arguments: str) -> str:
-                call = {"type": "function_call", "call_id": context.tool_call_id, "name": name, "arguments": arguments}
-
                 async def work() -> str:
                     ctx = await paged.refresh()
-                    answer = await ctx.handle_tool_call(call)
-                    output = answer["output"]
-                    return output if isinstance(output, str) else json.dumps(output)
+                    return await ctx.run_tool(name, arguments)
 
                 return await self._serialised(work)
 

@@ -10,10 +10,17 @@ sync protocol's, exactly. Semantics and guarantees: ``docs/storage.md``, "Async"
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["AsyncStorage"]
+__all__ = ["AsyncStorage", "is_async_store"]
+
+
+def is_async_store(storage: object) -> bool:
+    """Whether ``storage`` is an :class:`AsyncStorage` (its methods are coroutines), not a sync
+    :class:`~memci.storage.Storage`: the one test every face that takes either makes."""
+    return inspect.iscoroutinefunction(getattr(storage, "save_state", None))
 
 
 @runtime_checkable
@@ -21,7 +28,7 @@ class AsyncStorage(Protocol):
     """Archived pages (each written once) and the whole system state (replaced atomically), awaited.
 
     ``isinstance`` checks only that the methods exist (a sync store has them too): to tell the two
-    apart, ``inspect.iscoroutinefunction(store.save_state)``."""
+    apart, :func:`is_async_store`."""
 
     async def put_page(self, index: int, page: dict[str, Any]) -> None:
         """Store an archived page under ``index`` (a positive int), once."""

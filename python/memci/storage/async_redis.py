@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from memci.errors import StorageError
 from memci.storage.async_json_store import AsyncJsonStore, existing_pages
-from memci.storage.json_store import Commit
+from memci.storage.json_store import COMMIT_ATTEMPTS, Commit
 from memci.storage.redis import (
     META_FIELDS,
     SCHEMA_VERSION,
@@ -61,6 +61,7 @@ class AsyncRedisStorage(AsyncJsonStore):
         self.prefix = prefix
         self._errors: tuple[type[Exception], ...] = (redis.RedisError,)
         self._watch_error: type[Exception] = redis.WatchError
+        self._lost: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError)
         self._client, self._owns_client = open_client(
             target, redis.asyncio.Redis, "AsyncRedisStorage", (redis.Redis, "memci.RedisStorage")
         )
@@ -127,12 +128,16 @@ class AsyncRedisStorage(AsyncJsonStore):
 
         async def work() -> None:
             async with self._client.pipeline(transaction=True) as pipe:
+                lost = 0
                 while True:
                     try:
                         await pipe.watch(pages, state, meta)
                         raw = await pipe.hmget(meta, list(META_FIELDS))
                         stored_revision, stored_mark, forgotten = stored_marks(raw, meta, repr(self))
-                        commit.check(stored_revision, self._where)
+                        if not commit.follows(stored_revision):
+                            if commit.landed(await pipe.get(state)):
+                                return  # this very commit, applied before its reply was lost
+                            commit.check(stored_revision, self._where)  # a ConflictError
 
                         async def read(index: int, pipe: Any = pipe) -> str | bytes | None:
                             text: str | bytes | None = await pipe.hget(pages, str(index))
@@ -151,7 +156,12 @@ class AsyncRedisStorage(AsyncJsonStore):
                         await pipe.execute()
                         return
                     except self._watch_error:
-                        continue  # a key changed under us: check again (a save in between is a conflict)
+                        continue  # a key changed under us (or the connection dropped): check again
+                    except self._lost:
+                        lost += 1  # the reply to EXEC was lost: checking again tells whether it applied
+                        if lost == COMMIT_ATTEMPTS:
+                            raise
+                        await pipe.reset()  # type: ignore[no-untyped-call]
 
         await self._call("cannot save the state", work)
 

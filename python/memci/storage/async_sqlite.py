@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from memci.errors import StorageError
 from memci.storage.async_json_store import AsyncJsonStore, existing_pages
-from memci.storage.json_store import Commit
+from memci.storage.json_store import COMMIT_ATTEMPTS, Commit
 from memci.storage.sqlite import (
     FORGET_PAGES,
     INSERT_PAGE_ONCE,
@@ -74,8 +74,7 @@ class AsyncSqliteStorage(AsyncJsonStore):
         timeout: float = 30.0,
     ) -> None:
         super().__init__()
-        check_options(path, namespace, synchronous)
-        self.path = Path(path)
+        self.path = check_options(path, namespace, synchronous, read_only, timeout)
         self.namespace = namespace
         self.read_only = read_only
         self._synchronous = synchronous
@@ -129,11 +128,11 @@ class AsyncSqliteStorage(AsyncJsonStore):
         await self._conn.execute("BEGIN IMMEDIATE")
         try:
             result = await work()
+            await self._conn.execute("COMMIT")
         except BaseException:
             if self._conn.in_transaction:
                 await self._conn.execute("ROLLBACK")
             raise
-        await self._conn.execute("COMMIT")
         return result
 
     def _writable(self) -> None:
@@ -176,7 +175,10 @@ class AsyncSqliteStorage(AsyncJsonStore):
         async def work() -> None:
             row = await self._one(SELECT_MARKS, (self.namespace,))
             stored_revision, stored_mark = (0, 0) if row is None else row
-            commit.check(stored_revision, self._where)
+            if not commit.follows(stored_revision):
+                if commit.landed(await self._read_state_text()):
+                    return  # this very commit, applied before its COMMIT failed
+                commit.check(stored_revision, self._where)  # a ConflictError
             stored = await existing_pages(commit, self._read_page_text)
             writes = commit.pages_to_write(stored_mark, stored, self._where)
             if commit.forgotten_through:
@@ -186,7 +188,13 @@ class AsyncSqliteStorage(AsyncJsonStore):
             await self._conn.execute(REPLACE_STATE, state_row(self.namespace, commit))
 
         async with self._errors("cannot save the state"):
-            await self._transaction(work)
+            for attempt in range(1, COMMIT_ATTEMPTS + 1):
+                try:
+                    await self._transaction(work)
+                    return
+                except sqlite3.OperationalError:
+                    if attempt == COMMIT_ATTEMPTS:  # a failed COMMIT may have been applied: run again
+                        raise
 
     async def _release(self) -> None:
         await self._conn.close()

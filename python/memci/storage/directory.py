@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from memci.errors import StorageError
-from memci.storage.json_store import Commit, JsonStore, decode_state, revision_of
+from memci.storage.arguments import check_flag, check_path
+from memci.storage.json_store import Commit, JsonStore, decode_state, revision_of, settled
 
 try:
     import fcntl
@@ -97,9 +98,9 @@ class DirectoryStorage(JsonStore):
 
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False, fsync: bool = True) -> None:
         super().__init__()
-        self.path = Path(path)
-        self.read_only = read_only
-        self.fsync = fsync
+        self.path = check_path(path)
+        self.read_only = check_flag(read_only, "read_only")
+        self.fsync = check_flag(fsync, "fsync")
         marker = self.path / _MARKER
         if self.path.exists() and not self.path.is_dir():
             raise StorageError(f"{self.path}: not a folder", str(self.path))
@@ -191,10 +192,16 @@ class DirectoryStorage(JsonStore):
 
     def _commit(self, commit: Commit) -> None:
         self._writable()
+        # An OSError may come after the state was renamed into place (a failed fsync of the folder):
+        # run again, and a commit that landed finds itself in the state file.
+        settled(lambda: self._commit_once(commit), OSError)
+
+    def _commit_once(self, commit: Commit) -> None:
         with self._save_lock():
             stored_text = self._read(self.path / _STATE)
             stored = {} if stored_text is None else decode_state(stored_text, self._where)
-            commit.check(revision_of(stored), self._where)
+            if commit.check(revision_of(stored), self._where, lambda: stored_text):
+                return
             stored_mark = stored.get("pages_through", 0)
             writes = commit.pages_to_write(stored_mark, self._read_page_text, self._where)
             for index, text in writes:

@@ -1,8 +1,9 @@
 """What every store shares: the JSON rules for pages and states, and :class:`JsonStore`.
 
 A store keeps JSON text only (never pickle): a page or a state is checked on the way in (every value
-JSON, every key a string, the page's required fields present and typed) and again on the way out (a
-file or a row that does not parse, or does not hold a page, is reported as corrupt). Pages are
+JSON, every key a string, a page's ``index`` its own, a state's head keys typed) and again on the way
+out (a file or a row that does not parse, or is not a dict naming its index, is reported as corrupt).
+What a page holds besides its index is its writer's: the store never reads it. Pages are
 written once: writing the same index again with the same content is a no-op, with other content an
 error.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -26,27 +28,24 @@ from typing import Any, NoReturn, Self, TypeVar
 from memci.errors import ConflictError, StorageError, is_unicode, repr_of, shown
 
 __all__ = [
-    "PAGE_FIELDS",
+    "COMMIT_KEY",
     "Commit",
     "JsonStore",
     "check_index",
     "check_stored",
+    "commit_id_of",
     "commit_of",
     "decode_page",
     "decode_state",
     "encode_page",
     "encode_state",
     "refuse_pickle",
+    "settled",
 ]
 
-#: The fields every page must have, with their types (lists may be given as tuples).
-PAGE_FIELDS: dict[str, type] = {
-    "index": int,
-    "messages": list,
-    "summary": str,
-    "entry_summaries": list,
-    "archived_round": int,
-}
+#: The key under which a stored state carries the id of the save that wrote it (see :class:`Commit`):
+#: added by the store on the way in, removed on the way out; a state given to a store must not hold it.
+COMMIT_KEY = "memci_commit"
 #: Longer ints are refused: Python will not write an int of over 4,300 digits as text.
 _MAX_INT_BITS = 14_000
 #: Deeper nesting than this is refused (it is almost always a container that holds itself).
@@ -80,7 +79,7 @@ def _check_json(value: Any, path: str, where: str, depth: int = 0) -> None:
     Subclasses of str, int, float, dict and list (enums, OrderedDict) are taken as their base type.
     """
     kind = type(value)
-    if kind is int and value.bit_length() > _MAX_INT_BITS:
+    if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:  # an int subclass too: json writes it
         raise StorageError(
             f"{where}: {path} is an integer of {value.bit_length()} bits, too long to write as JSON", where
         )
@@ -115,25 +114,15 @@ def check_index(index: object) -> int:
 
 
 def _page_problem(page: Any, index: int) -> str | None:
-    """What is wrong with the shape of ``page`` (stored under ``index``), or None."""
+    """What is wrong with ``page`` (stored under ``index``), or None: a store knows only that a page
+    is a dict naming its own index; what else it holds is its writer's (the context wing's
+    ``ArchivedPage`` checks its fields when it reads one back)."""
     if type(page) is not dict:
         return f"a page must be a dict, got {type(page).__name__}"
-    for field, kind in PAGE_FIELDS.items():
-        if field not in page:
-            return f"missing field {field!r}"
-        value = page[field]
-        if not (type(value) is kind or (kind is list and type(value) is tuple)):
-            return f"{field} must be a {kind.__name__}, got {type(value).__name__}"
-    if page["index"] != index:
-        return f"the page says index {page['index']}, not {index}"
-    if page["archived_round"] < 0:
-        return f"archived_round must be >= 0, got {page['archived_round']}"
-    for i, message in enumerate(page["messages"]):
-        if type(message) is not dict:
-            return f"messages[{i}] must be a dict, got {type(message).__name__}"
-    for i, summary in enumerate(page["entry_summaries"]):
-        if type(summary) is not str:
-            return f"entry_summaries[{i}] must be a str, got {type(summary).__name__}"
+    if "index" not in page:
+        return "missing field 'index'"
+    if type(page["index"]) is not int or page["index"] != index:
+        return f"the page says index {shown(page['index'])}, not {index}"
     return None
 
 
@@ -219,12 +208,31 @@ def decode_page(text: str | bytes, index: int, where: Callable[[], str]) -> dict
 
 def encode_state(state: Any) -> str:
     """The JSON text of a system state (a dict with a ``version`` key), after checking it."""
-    return _encode(state, "state", _state_problem(state))
+    problem = _state_problem(state)
+    if problem is None and COMMIT_KEY in state:
+        problem = f"the key {COMMIT_KEY!r} is the store's own"
+    return _encode(state, "state", problem)
 
 
 def decode_state(text: str | bytes, where: Callable[[], str]) -> dict[str, Any]:
-    """The state held in ``text``; :class:`StorageError` naming ``where()`` if it is not one."""
-    return _decode(text, where, _state_problem)
+    """The state held in ``text`` (without the id of the save that wrote it); :class:`StorageError`
+    naming ``where()`` if it is not one."""
+    state = _decode(text, where, _state_problem)
+    state.pop(COMMIT_KEY, None)
+    return state
+
+
+def commit_id_of(text: str | bytes | None) -> str | None:
+    """The id of the save that wrote the stored state ``text`` (None: none stored, a state written
+    before commit ids, or text that does not parse)."""
+    if text is None:
+        return None
+    try:
+        document = _loads(text)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    found = document.get(COMMIT_KEY) if type(document) is dict else None
+    return found if type(found) is str else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +247,10 @@ class Commit:
     is an orphan of a run that died before its save, and a later save replaces it.
     ``forgotten_through`` is the state's ``forgotten_through`` key (0 if absent): the commit deletes
     every stored page at or below it (``ContextSystem.clear(forget=True)``), in the same step.
+    ``commit_id`` is new for each save and written into ``state_text`` (under :data:`COMMIT_KEY`):
+    a store that lost the reply to its write (a connection dropped after the commit was applied)
+    runs the commit again, and :meth:`check` recognises its own commit in the stored state instead
+    of calling it a conflict.
     """
 
     state_text: str
@@ -247,23 +259,44 @@ class Commit:
     #: (index, JSON text, the page) of each page to write, ascending.
     pages: tuple[tuple[int, str, dict[str, Any]], ...]
     forgotten_through: int = 0
+    commit_id: str = ""
 
     def pages_to_forget(self, stored: Iterable[int]) -> list[int]:
         """Of the ``stored`` page indices, those this commit deletes (at or below
         ``forgotten_through``)."""
         return [index for index in stored if index <= self.forgotten_through]
 
-    def check(self, stored_revision: int, where: Callable[[], str]) -> None:
-        """Raise :class:`ConflictError` unless this save follows the stored revision."""
-        if self.revision is not None and self.revision != stored_revision + 1:
-            place = where()
-            raise ConflictError(
-                f"{place}: the store holds revision {stored_revision}, newer than this state's "
-                f"{self.revision - 1}: another writer saved since it was loaded (reload and retry)",
-                place,
-                revision=self.revision,
-                stored_revision=stored_revision,
-            )
+    def follows(self, stored_revision: int) -> bool:
+        """Whether this save may be written over ``stored_revision`` (an unversioned one always may)."""
+        return self.revision is None or self.revision == stored_revision + 1
+
+    def landed(self, stored_text: str | bytes | None) -> bool:
+        """Whether the stored state ``stored_text`` is this very commit's (it was applied and its
+        reply lost)."""
+        return bool(self.commit_id) and commit_id_of(stored_text) == self.commit_id
+
+    def check(
+        self,
+        stored_revision: int,
+        where: Callable[[], str],
+        stored_state: Callable[[], str | bytes | None] | None = None,
+    ) -> bool:
+        """Whether this commit is stored already (``stored_state()``, read only then, holds its own
+        commit id: a run again after a lost reply, with nothing left to write); False when it may be
+        written; :class:`ConflictError` when it does not follow the stored revision."""
+        if self.follows(stored_revision):
+            return False
+        if stored_state is not None and self.landed(stored_state()):
+            return True
+        revision = self.revision or 0  # not None: an unversioned save follows any revision
+        place = where()
+        raise ConflictError(
+            f"{place}: the store holds revision {stored_revision}, newer than this state's "
+            f"{revision - 1}: another writer saved since it was loaded (reload and retry)",
+            place,
+            revision=revision,
+            stored_revision=stored_revision,
+        )
 
     def pages_to_write(
         self, stored_mark: int, read: Callable[[int], str | bytes | None], where: Callable[[int], str]
@@ -322,7 +355,28 @@ def commit_of(state: Any, pages: Iterable[Any]) -> Commit:
             )
         encoded.append((index, encode_page(index, page), page))
     encoded.sort(key=lambda item: item[0])
-    return Commit(text, state.get("revision"), pages_through, tuple(encoded), forgotten_through)
+    commit_id = os.urandom(12).hex()
+    # The id goes last into the state's text (a dict's text ends in "}"): no second encoding.
+    text = f'{text[:-1]},"{COMMIT_KEY}":"{commit_id}"}}'
+    return Commit(text, state.get("revision"), pages_through, tuple(encoded), forgotten_through, commit_id)
+
+
+#: Runs of a commit whose reply was lost (the last failure is raised).
+COMMIT_ATTEMPTS = 3
+
+
+def settled(run: Callable[[], T], lost: type[BaseException] | tuple[type[BaseException], ...]) -> T:
+    """``run()``, a store's commit, run again when it fails with ``lost`` (a connection dropped, a
+    COMMIT whose outcome is unknown), up to :data:`COMMIT_ATTEMPTS` runs: a commit that landed the
+    first time finds its own id in the stored state (:meth:`Commit.check`) and writes nothing more,
+    one that did not is written now. Never a :class:`ConflictError` from one's own write."""
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        try:
+            return run()
+        except lost:
+            if attempt == COMMIT_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def check_stored(existing: str | bytes | None, page: dict[str, Any], where: Callable[[], str]) -> None:

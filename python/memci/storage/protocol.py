@@ -1,13 +1,17 @@
 """The protocol every store implements: where the context system keeps archived pages and its state.
 
-:class:`Storage` is the protocol the :class:`~memci.ContextSystem` relies on; four stores implement
+:class:`Storage` is the protocol the :class:`~memci.ContextSystem` relies on; five stores implement
 it: :class:`~memci.MemoryStorage` (the default), :class:`~memci.SqliteStorage` (one file, WAL,
-transactions), :class:`~memci.DirectoryStorage` (one JSON file per page, each written atomically)
-and :class:`~memci.RedisStorage` (shared by many agent workers; needs the ``redis`` extra).
+transactions), :class:`~memci.DirectoryStorage` (one JSON file per page, each written atomically),
+:class:`~memci.RedisStorage` (shared by many agent workers; needs the ``redis`` extra) and
+:class:`~memci.PostgresStorage` (many conversations in one database; the ``postgres`` extra), and
+:class:`~memci.EncryptedStorage` seals what any of them stores.
 
-A page is ``{"index": int, "messages": [message dicts], "summary": str, "entry_summaries": [str],
-"archived_round": int}`` (other JSON keys are kept); a state is a JSON-able dict with a ``version``
-key, opaque to the store. Everything is stored as JSON text, never pickle; what goes in is checked
+A page is a JSON-able dict naming its own ``index`` (what else it holds is its writer's: the
+context system writes an ``ArchivedPage``); a state is a JSON-able dict with a ``version`` key, whose
+head (``revision``, ``pages_through``, ``forgotten_through``) the store checks a save against and
+whose body is opaque to it. :class:`~memci.storage.log.PageLog` is the one writer of heads.
+Everything is stored as JSON text, never pickle; what goes in is checked
 and copied, so a caller mutating its dicts afterwards changes nothing stored, and every read
 returns new dicts. Semantics and guarantees: ``docs/storage.md``.
 """

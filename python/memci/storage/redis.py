@@ -24,7 +24,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memci.errors import StorageError
-from memci.storage.json_store import Commit, JsonStore
+from memci.storage.arguments import check_name, url_shown
+from memci.storage.json_store import COMMIT_ATTEMPTS, Commit, JsonStore
 
 if TYPE_CHECKING:
     import redis
@@ -51,11 +52,10 @@ T = TypeVar("T")
 KEY_NAMES = ("schema", "pages", "state", "meta")
 
 
-def redis_keys(prefix: str) -> dict[str, str]:
+def redis_keys(prefix: object) -> dict[str, str]:
     """The keys of the store under ``prefix``, by name (:data:`KEY_NAMES`)."""
-    if not isinstance(prefix, str):
-        raise StorageError(f"prefix must be a str, got {type(prefix).__name__}", "prefix")
-    return {name: f"{prefix}{name}" for name in KEY_NAMES}
+    checked = check_name(prefix, "prefix")
+    return {name: f"{checked}{name}" for name in KEY_NAMES}
 
 
 def open_client(target: object, kind: Any, store: str, other: tuple[Any, str]) -> tuple[Any, bool]:
@@ -65,8 +65,12 @@ def open_client(target: object, kind: Any, store: str, other: tuple[Any, str]) -
     if isinstance(target, str):
         try:
             return kind.from_url(target), True
-        except ValueError as e:
-            raise StorageError(f"{target!r}: not a Redis URL: {e}", target) from None
+        except (ValueError, TypeError, UnicodeError):  # redis-py's message quotes the URL, password and all
+            shown = url_shown(target)
+            raise StorageError(
+                f"{shown}: not a Redis URL (redis://[[user]:password@]host[:port][/db], rediss://..., unix://...)",
+                shown,
+            ) from None
     if isinstance(target, kind):
         return target, False
     hint = (
@@ -164,6 +168,7 @@ class RedisStorage(JsonStore):
         self.prefix = prefix
         self._errors: tuple[type[Exception], ...] = (redis.RedisError,)
         self._watch_error: type[Exception] = redis.WatchError
+        self._lost: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError)
         #: The URL it was opened from (None when given a client): a pickle reopens it.
         self._url = target if isinstance(target, str) else None
         import redis.asyncio
@@ -238,12 +243,14 @@ class RedisStorage(JsonStore):
 
         def work() -> None:
             with self._client.pipeline(transaction=True) as pipe:
+                lost = 0
                 while True:
                     try:
                         pipe.watch(pages, state, meta)  # type: ignore[no-untyped-call]
                         raw = pipe.hmget(meta, *META_FIELDS)
                         stored_revision, stored_mark, forgotten = stored_marks(raw, meta, repr(self))
-                        commit.check(stored_revision, self._where)
+                        if commit.check(stored_revision, self._where, lambda: pipe.get(state)):
+                            return  # this very commit, applied before its reply was lost
                         writes = commit.pages_to_write(
                             stored_mark, lambda index: pipe.hget(pages, str(index)), self._where
                         )
@@ -258,7 +265,13 @@ class RedisStorage(JsonStore):
                         pipe.execute()
                         return
                     except self._watch_error:
-                        continue  # a key changed under us: check again (a save in between is a conflict)
+                        continue  # a key changed under us (or the connection dropped): check again
+                    except self._lost:
+                        # The reply to EXEC was lost: did it apply? Checking again tells (see above).
+                        lost += 1
+                        if lost == COMMIT_ATTEMPTS:
+                            raise
+                        pipe.reset()
 
         self._call("cannot save the state", work)
 

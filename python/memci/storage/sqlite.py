@@ -30,7 +30,8 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 from memci.errors import StorageError, is_unicode, repr_of
-from memci.storage.json_store import Commit, JsonStore
+from memci.storage.arguments import check_flag, check_path, check_seconds
+from memci.storage.json_store import Commit, JsonStore, settled
 
 __all__ = ["SCHEMA_VERSION", "SqliteStorage", "check_options", "connection_uri", "place_in", "state_row", "stored_text"]
 
@@ -80,12 +81,15 @@ REPLACE_STATE = (
 T = TypeVar("T")
 
 
-def check_options(path: str | os.PathLike[str], namespace: object, synchronous: object) -> None:
-    """:class:`StorageError` naming the option if ``namespace`` or ``synchronous`` is not one."""
+def check_options(path: object, namespace: object, synchronous: object, read_only: object, timeout: object) -> Path:
+    """The store's path; :class:`StorageError` naming the option if one is not what it must be."""
     if synchronous not in ("FULL", "NORMAL"):
-        raise StorageError(f"synchronous must be 'FULL' or 'NORMAL', got {repr_of(synchronous)}", str(path))
+        raise StorageError(f"synchronous must be 'FULL' or 'NORMAL', got {repr_of(synchronous)}", "synchronous")
     if not isinstance(namespace, str) or not is_unicode(namespace):
         raise StorageError(f"namespace must be a str, got {repr_of(namespace)}", "namespace")
+    check_flag(read_only, "read_only")
+    check_seconds(timeout, "timeout")
+    return check_path(path)
 
 
 def connection_uri(path: Path, read_only: bool) -> str:
@@ -122,8 +126,7 @@ class SqliteStorage(JsonStore):
         timeout: float = 30.0,
     ) -> None:
         super().__init__()
-        check_options(path, namespace, synchronous)
-        self.path = Path(path)
+        self.path = check_options(path, namespace, synchronous, read_only, timeout)
         self.namespace = namespace
         self.read_only = read_only
         self._synchronous: Literal["FULL", "NORMAL"] = synchronous
@@ -227,11 +230,11 @@ class SqliteStorage(JsonStore):
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             result = work()
+            self._conn.execute("COMMIT")
         except BaseException:
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
             raise
-        self._conn.execute("COMMIT")
         return result
 
     def _writable(self) -> None:
@@ -280,7 +283,8 @@ class SqliteStorage(JsonStore):
         def work() -> None:
             row = self._conn.execute(SELECT_MARKS, (self.namespace,)).fetchone()
             stored_revision, stored_mark = (0, 0) if row is None else row
-            commit.check(stored_revision, self._where)
+            if commit.check(stored_revision, self._where, self._read_state_text):
+                return  # this very commit, applied before its COMMIT failed
             writes = commit.pages_to_write(stored_mark, self._read_page_text, self._where)
             if commit.forgotten_through:
                 self._conn.execute(FORGET_PAGES, (self.namespace, commit.forgotten_through))
@@ -289,7 +293,8 @@ class SqliteStorage(JsonStore):
             self._conn.execute(REPLACE_STATE, state_row(self.namespace, commit))
 
         with self._errors("cannot save the state"):
-            self._transaction(work)
+            # A failed COMMIT may have been applied (an I/O error reported after the write): run again.
+            settled(lambda: self._transaction(work), sqlite3.OperationalError)
 
     def _release(self) -> None:
         self._conn.close()

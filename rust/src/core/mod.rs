@@ -2,6 +2,7 @@
 //! without the GIL.
 
 pub mod arena;
+pub mod attp;
 pub mod batch;
 pub mod bpe_tables;
 pub mod config;

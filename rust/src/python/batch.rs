@@ -27,11 +27,20 @@ fn invalid(text: String) -> PyErr {
     Error::InvalidOperation(text).into()
 }
 
+/// The most threads a pipeline may run on: more than any machine's cores need for work that is
+/// all CPU, few enough that a mistyped count cannot start thousands of threads.
+const MAX_WORKERS: usize = 256;
+
+/// Pools kept for pipelines still to come, the most recently used first. A pipeline holds its own
+/// pool, so a pool dropped from here lives (and is shared) as long as pipelines use it; its
+/// threads stop after the last one goes. Few: a process uses one or two sizes.
+const KEPT_POOLS: usize = 4;
+
 /// The thread pools of this process's pipelines.
 struct Pools {
     /// The process they were started in.
     pid: u32,
-    /// One per number of workers (0: one per core).
+    /// Up to [`KEPT_POOLS`], by number of workers (0: one per core), the most recently used first.
     by_workers: Vec<(usize, Arc<ThreadPool>)>,
 }
 
@@ -44,9 +53,15 @@ static POOLS: Mutex<Pools> = Mutex::new(Pools {
 /// that many workers shares, as polars shares one pool: a pipeline made for each file of a loop
 /// finds threads whose allocator arenas, encoding buffers and token caches are warm (a fresh pool
 /// per pipeline made a clean run of the 190 MB bench 15% slower, measured). A process forked
-/// from this one starts pools of its own: the parent's threads do not exist in it.
+/// from this one starts pools of its own: the parent's threads do not exist in it. More than
+/// [`MAX_WORKERS`] is refused before any thread starts.
 fn shared_pool(workers: Option<usize>) -> PyResult<Arc<ThreadPool>> {
     let n = workers.unwrap_or(0);
+    if workers == Some(0) || n > MAX_WORKERS {
+        return Err(invalid(format!(
+            "batch: workers must be an int from 1 to {MAX_WORKERS} or None, got {n}"
+        )));
+    }
     let mut pools = POOLS.lock();
     let pid = std::process::id();
     if pools.pid != pid {
@@ -55,15 +70,19 @@ fn shared_pool(workers: Option<usize>) -> PyResult<Arc<ThreadPool>> {
         std::mem::forget(std::mem::take(&mut pools.by_workers));
         pools.pid = pid;
     }
-    if let Some((_, pool)) = pools.by_workers.iter().find(|(k, _)| *k == n) {
-        return Ok(pool.clone());
+    if let Some(at) = pools.by_workers.iter().position(|(k, _)| *k == n) {
+        let found = pools.by_workers.remove(at);
+        let pool = found.1.clone();
+        pools.by_workers.insert(0, found);
+        return Ok(pool);
     }
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(n)
         .build()
-        .map_err(|e| invalid(format!("batch: cannot start {workers:?} workers: {e}")))?;
+        .map_err(|e| invalid(format!("batch: cannot start {n} workers: {e}")))?;
     let pool = Arc::new(pool);
-    pools.by_workers.push((n, pool.clone()));
+    pools.by_workers.insert(0, (n, pool.clone()));
+    pools.by_workers.truncate(KEPT_POOLS);
     Ok(pool)
 }
 
@@ -96,6 +115,8 @@ fn step(config: &Bound<'_, PyAny>) -> PyResult<Step> {
 /// totals per counting step).
 fn totals_dict<'py>(py: Python<'py>, t: &Totals) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
+    d.set_item("records", t.records)?;
+    d.set_item("blank", t.blank)?;
     d.set_item("conversations", t.conversations)?;
     d.set_item("bad", t.bad)?;
     d.set_item("messages_in", t.messages_in)?;
@@ -121,6 +142,10 @@ pub struct BatchPipeline {
 
 #[pymethods]
 impl BatchPipeline {
+    /// The most threads a pipeline may run on.
+    #[classattr]
+    const MAX_WORKERS: usize = MAX_WORKERS;
+
     /// A pipeline of step configs over messages in `format`, run on `workers` threads (None: one
     /// per core).
     #[new]
@@ -187,6 +212,7 @@ impl BatchPipeline {
             })
         });
         let mut totals = Totals {
+            records: conversations.len() as u64,
             bad: bad.len() as u64,
             ..Totals::default()
         };
@@ -266,7 +292,10 @@ impl BatchPipeline {
                     .collect()
             })
         });
-        let mut totals = Totals::default();
+        let mut totals = Totals {
+            records: results.len() as u64,
+            ..Totals::default()
+        };
         let mut outputs = Vec::with_capacity(results.len());
         let mut tokens = Vec::with_capacity(results.len());
         let mut bad = Vec::new();
@@ -342,13 +371,19 @@ impl JsonlRun {
         })
     }
 
+    /// Why the input cannot be taken as read whole and unchanged, or None (see `finish`).
+    fn input_change(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        py.detach(|| self.with(|run| Ok(run.input_change()?)))
+    }
+
     /// The totals so far.
     fn totals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let totals = self.with(|run| Ok(run.totals().clone()))?;
         totals_dict(py, &totals)
     }
 
-    /// Flush and rename the output (and errors) into place; returns the totals.
+    /// Flush and rename the output (and errors) into place; returns the totals. An input that
+    /// changed under the run is an `OSError`, and nothing is renamed into place.
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let totals = py.detach(|| self.with(|run| Ok(run.finish()?)))?;
         *self.run.lock() = None;
@@ -366,8 +401,28 @@ impl JsonlRun {
 mod tests {
     use super::*;
 
+    /// The pools are one registry per process: a test that fills it must not evict a pool
+    /// another test is comparing.
+    static REGISTRY: Mutex<()> = Mutex::new(());
+
+    #[test]
+    fn pools_are_capped_in_size_and_in_number() {
+        let _alone = REGISTRY.lock();
+        assert!(shared_pool(Some(MAX_WORKERS + 1)).is_err());
+        assert!(shared_pool(Some(0)).is_err());
+        let first = shared_pool(Some(1)).unwrap();
+        for n in 2..=KEPT_POOLS + 2 {
+            let _ = shared_pool(Some(n)).unwrap();
+        }
+        assert!(POOLS.lock().by_workers.len() <= KEPT_POOLS);
+        // Dropped from the registry, the pool lives on with its pipeline; a new one is made.
+        assert_eq!(first.current_num_threads(), 1);
+        assert!(!Arc::ptr_eq(&first, &shared_pool(Some(1)).unwrap()));
+    }
+
     #[test]
     fn pipelines_with_as_many_workers_share_one_pool() {
+        let _alone = REGISTRY.lock();
         let (two, again, three) = (shared_pool(Some(2)), shared_pool(Some(2)), shared_pool(Some(3)));
         let (two, again, three) = (two.unwrap(), again.unwrap(), three.unwrap());
         assert!(Arc::ptr_eq(&two, &again));

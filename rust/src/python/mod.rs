@@ -1,6 +1,7 @@
 //! The binding: converts between Python objects and the core's encodings, takes the store's
 //! lock without blocking the GIL, maps errors to `memci.errors`, and delegates everything else.
 
+pub mod attp;
 pub mod batch;
 pub mod config;
 pub mod convert;

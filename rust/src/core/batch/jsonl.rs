@@ -15,36 +15,112 @@ use rayon::prelude::*;
 use crate::core::batch::record::{Bad, Piece, process_into};
 use crate::core::batch::{Outcome, Pipeline, Totals};
 
-/// A file written under a temporary name and renamed into place at the end.
-struct Staged {
-    writer: BufWriter<File>,
-    temp: PathBuf,
-    path: PathBuf,
-    /// Bytes handed to the writer so far: where the next write lands in the file.
-    written: u64,
+/// Where a run's output (or errors) goes: what the user pointed at, and nothing else.
+enum Target {
+    /// A regular file (new, or reached through symlinks, resolved): written under a temporary
+    /// name beside it and renamed over it at the end, so it is never seen half-written.
+    Staged { temp: PathBuf, path: PathBuf },
+    /// Standard output (`-`), a device, a FIFO, a socket: written as the run goes, never
+    /// replaced (renaming over `/dev/null` would make it a regular file; a pipe cannot be renamed
+    /// into).
+    Streamed,
 }
 
-impl Staged {
-    fn create(path: &Path) -> io::Result<Self> {
-        let name = path.file_name().ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{}: not a file path", path.display()),
-            )
-        })?;
+/// An output being written: a staged file or a stream (see [`Target`]).
+struct Sink {
+    writer: BufWriter<File>,
+    target: Target,
+    /// Bytes handed to the writer so far: where the next write lands in the file.
+    written: u64,
+    /// Renamed into place (or, streamed, flushed): the temporary file is no longer ours to remove.
+    committed: bool,
+}
+
+/// A duplicate of standard output: the sink's file is closed at the end, fd 1 is not.
+#[cfg(unix)]
+fn stdout() -> io::Result<File> {
+    use std::os::fd::AsFd as _;
+    Ok(File::from(io::stdout().as_fd().try_clone_to_owned()?))
+}
+
+#[cfg(not(unix))]
+fn stdout() -> io::Result<File> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "- (standard output) is not supported here",
+    ))
+}
+
+/// Symlinks followed before a path is taken as looping (Linux's own limit).
+const MAX_SYMLINKS: usize = 40;
+
+/// Where a path that does not exist yet will be created: the end of its chain of symlinks (a
+/// dangling symlink's target), so the file the link names gets the output, not the link.
+fn link_target(path: &Path) -> io::Result<PathBuf> {
+    let mut at = path.to_owned();
+    for _ in 0..MAX_SYMLINKS {
+        match fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let link = fs::read_link(&at)?;
+                at = at.parent().map_or_else(|| link.clone(), |dir| dir.join(&link));
+            }
+            _ => return Ok(at),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("more than {MAX_SYMLINKS} symlinks to follow"),
+    ))
+}
+
+impl Sink {
+    /// The sink for `path`: `-` is standard output; a regular file (or a path not there yet) is
+    /// staged beside its resolved place; a directory is refused; anything else is streamed to.
+    fn open(path: &Path) -> io::Result<Self> {
+        if path.as_os_str() == "-" {
+            return Ok(Self::new(stdout()?, Target::Streamed));
+        }
+        let resolved = match fs::metadata(path) {
+            Ok(meta) if meta.is_file() => fs::canonicalize(path)?,
+            Ok(meta) if meta.is_dir() => {
+                return Err(io::Error::new(io::ErrorKind::IsADirectory, "is a directory"));
+            }
+            Ok(_) => {
+                // Opened for writing as it is: no truncation, no creation, never replaced.
+                let file = fs::OpenOptions::new().write(true).open(path)?;
+                return Ok(Self::new(file, Target::Streamed));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => link_target(path)?,
+            Err(e) => return Err(e),
+        };
+        let name = resolved
+            .file_name()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file path"))?;
         let mut temp_name = std::ffi::OsString::from(".");
         temp_name.push(name);
         temp_name.push(format!(".partial-{}", std::process::id()));
-        let temp = path.with_file_name(temp_name);
+        let temp = resolved.with_file_name(temp_name);
         let file = File::create(&temp)?;
-        Ok(Self {
+        Ok(Self::new(file, Target::Staged { temp, path: resolved }))
+    }
+
+    fn new(file: File, target: Target) -> Self {
+        Self {
             // Small: a block's output (about `BLOCK_BYTES`) is larger and goes to the file
             // uncopied; the buffer gathers only the errors file's lines and a last short block.
             writer: BufWriter::with_capacity(64 << 10, file),
-            temp,
-            path: path.to_owned(),
+            target,
             written: 0,
-        })
+            committed: false,
+        }
+    }
+
+    /// The file it ends up as, when it is one (two sinks must not share it).
+    fn staged_path(&self) -> Option<&Path> {
+        match &self.target {
+            Target::Staged { path, .. } => Some(path),
+            Target::Streamed => None,
+        }
     }
 
     /// Append `bytes` to the file.
@@ -74,15 +150,15 @@ impl Staged {
         Ok(())
     }
 
-    /// Reserve the next `len` bytes of the file before they are written (Linux `fallocate`,
+    /// Reserve the next `len` bytes of a staged file before they are written (Linux `fallocate`,
     /// keeping the file's size): a write into reserved blocks skips the file system's per-page
     /// bookkeeping of delayed allocation, which on ext4 was a fifth of the kernel's time to copy
     /// the bench's 190 MB to a new file (52 -> 40 ms; the write-back after it took as long either
     /// way). Only a hint: where the file system cannot, the writes allocate as they go, and a
-    /// full disk is reported by the write.
+    /// full disk is reported by the write. A stream has nothing to reserve.
     fn reserve(&self, len: u64) {
         #[cfg(target_os = "linux")]
-        if len > 0 {
+        if len > 0 && matches!(self.target, Target::Staged { .. }) {
             use rustix::fs::{FallocateFlags, fallocate};
             let _ = fallocate(self.writer.get_ref(), FallocateFlags::KEEP_SIZE, self.written, len);
         }
@@ -90,12 +166,27 @@ impl Staged {
         let _ = len;
     }
 
-    /// Flush and rename into place. Not synced to disk: the rename protects against a run that
-    /// stops, not against a machine that loses power (a sync would add the write-back of the whole
-    /// output to every run).
+    /// Flush, and rename a staged file into place. Not synced to disk: the rename protects against
+    /// a run that stops, not against a machine that loses power (a sync would add the write-back
+    /// of the whole output to every run). On failure the temporary file is removed (by `drop`).
     fn commit(mut self) -> io::Result<()> {
         self.writer.flush()?;
-        fs::rename(&self.temp, &self.path)
+        if let Target::Staged { temp, path } = &self.target {
+            fs::rename(temp, path)?;
+        }
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Sink {
+    /// A sink dropped before its commit (a run that stopped, failed to open its other file, or
+    /// failed to rename) removes its temporary file: no `.partial` file is left behind. (Linux
+    /// removes a file still open; its buffer's last bytes go to the unlinked file.)
+    fn drop(&mut self) {
+        if let (Target::Staged { temp, .. }, false) = (&self.target, self.committed) {
+            let _ = fs::remove_file(temp);
+        }
     }
 }
 
@@ -110,8 +201,8 @@ pub struct Progress {
 pub struct JsonlRun {
     pipeline: Pipeline,
     input: Input,
-    output: Option<Staged>,
-    errors: Option<Staged>,
+    output: Option<Sink>,
+    errors: Option<Sink>,
     chunk_bytes: usize,
     /// The number of the last line read (1-based).
     line: u64,
@@ -185,8 +276,8 @@ const BLOCK_BYTES: usize = 256 << 10;
 fn write(
     chunk: &Chunk,
     results: &Results,
-    output: Option<&mut Staged>,
-    mut errors: Option<&mut Staged>,
+    output: Option<&mut Sink>,
+    mut errors: Option<&mut Sink>,
     totals: &mut Totals,
 ) -> io::Result<()> {
     let Some(output) = output else {
@@ -225,17 +316,48 @@ struct Chunk {
     lines: Vec<(u64, Range<usize>)>,
 }
 
-/// What reading a chunk advanced: lines and bytes read, and whether the input ended.
+/// What reading a chunk advanced: lines (blank ones among them) and bytes read, and whether the
+/// input ended.
 struct Read {
     lines: u64,
+    blank: u64,
     bytes: u64,
     end: bool,
 }
 
-/// The input file and the start of a line the last chunk read but did not end.
+/// The input file, what it was when opened, and the start of a line the last chunk read but did
+/// not end.
 struct Input {
     file: File,
+    path: PathBuf,
+    opened: Identity,
     carry: Vec<u8>,
+}
+
+/// What tells a file's content apart between two looks: its size, its modification time and, on
+/// Unix, its device and inode (another file renamed into its place).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Identity {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    node: (u64, u64),
+}
+
+impl Identity {
+    fn of(meta: &fs::Metadata) -> Self {
+        #[cfg(unix)]
+        let node = {
+            use std::os::unix::fs::MetadataExt as _;
+            (meta.dev(), meta.ino())
+        };
+        #[cfg(not(unix))]
+        let node = (0, 0);
+        Self {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            node,
+        }
+    }
 }
 
 impl Chunk {
@@ -286,6 +408,7 @@ impl Chunk {
         input.carry.extend_from_slice(&filled[complete..]);
         let mut read = Read {
             lines: 0,
+            blank: 0,
             bytes: complete as u64,
             end,
         };
@@ -299,6 +422,8 @@ impl Chunk {
             }
             if filled[start..last].iter().any(|b| !b.is_ascii_whitespace()) {
                 self.lines.push((line + read.lines, start..last));
+            } else {
+                read.blank += 1;
             }
             start = newline + 1;
         }
@@ -390,18 +515,41 @@ impl JsonlRun {
         chunk_bytes: usize,
     ) -> io::Result<Self> {
         let file = File::open(input).map_err(named(input))?;
-        let bytes_total = file.metadata().map_err(named(input))?.len();
-        let output = Staged::create(output).map_err(named(output))?;
-        let errors = errors.map(|p| Staged::create(p).map_err(named(p))).transpose()?;
+        let meta = file.metadata().map_err(named(input))?;
+        if !meta.is_file() {
+            // A pipe or a device has no size to check the run against (`input_change`).
+            return Err(named(input)(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file (the input must be a file, so that a run can tell it was read whole)",
+            )));
+        }
+        let opened = Identity::of(&meta);
+        let bytes_total = opened.len;
+        let output = Sink::open(output).map_err(named(output))?;
+        // If the errors file cannot be opened, `output` is dropped here and removes its temporary.
+        let errors = errors.map(|p| Sink::open(p).map_err(named(p))).transpose()?;
+        if let (Some(path), Some(errors)) = (output.staged_path(), errors.as_ref())
+            && errors.staged_path() == Some(path)
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}: the output and the errors file are the same file", path.display()),
+            ));
+        }
         Ok(Self {
             pipeline,
             input: Input {
                 file,
+                // Absolute: the end-of-run check must look at the same place if the working
+                // folder changes meanwhile.
+                path: std::path::absolute(input).unwrap_or_else(|_| input.to_owned()),
+                opened,
                 carry: Vec::new(),
             },
             output: Some(output),
             errors,
-            chunk_bytes: chunk_bytes.max(1),
+            // Never more than the file holds: a chunk's buffer is allocated at its full size.
+            chunk_bytes: chunk_bytes.clamp(1, usize::try_from(bytes_total).unwrap_or(usize::MAX).max(1)),
             line: 0,
             bytes_total,
             totals: Totals::default(),
@@ -427,6 +575,8 @@ impl JsonlRun {
     /// Count what a chunk read advanced.
     fn advance(&mut self, read: &Read) {
         self.line += read.lines;
+        self.totals.records += read.lines;
+        self.totals.blank += read.blank;
         self.totals.bytes_in += read.bytes;
         self.done = read.end;
     }
@@ -497,9 +647,46 @@ impl JsonlRun {
         Ok(())
     }
 
-    /// Flush the output (and errors) and rename them into place. Call after the last step.
+    /// Why the input cannot be taken as read whole and unchanged (None: it can): fewer or more
+    /// bytes were read than it held when the run opened it, or its size, modification time or
+    /// inode (another file put in its place) differ now. O(1): two `stat` calls.
+    pub fn input_change(&self) -> io::Result<Option<String>> {
+        let opened = &self.input.opened;
+        if self.totals.bytes_in != opened.len {
+            return Ok(Some(format!(
+                "{} bytes were read but it held {} when the run opened it",
+                self.totals.bytes_in, opened.len
+            )));
+        }
+        let now = Identity::of(&self.input.file.metadata()?);
+        if now.len != opened.len {
+            return Ok(Some(format!(
+                "its size changed from {} to {} bytes",
+                opened.len, now.len
+            )));
+        }
+        if now.modified != opened.modified {
+            return Ok(Some("it was modified while it was read".into()));
+        }
+        match fs::metadata(&self.input.path) {
+            Ok(meta) if Identity::of(&meta).node == opened.node => Ok(None),
+            Ok(_) => Ok(Some("another file was put in its place".into())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Some("it was removed or renamed".into())),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Flush the output (and errors) and rename them into place. Call after the last step. An
+    /// input that changed under the run ([`Self::input_change`]) is an error, and nothing is
+    /// renamed into place (what was streamed is out already).
     pub fn finish(&mut self) -> io::Result<Totals> {
         self.write_unwritten()?;
+        if let Some(change) = self.input_change().map_err(named(&self.input.path))? {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: changed while the run read it: {change}", self.input.path.display()),
+            ));
+        }
         if let Some(output) = self.output.take() {
             output.commit()?;
         }
@@ -507,16 +694,6 @@ impl JsonlRun {
             errors.commit()?;
         }
         Ok(self.totals.clone())
-    }
-}
-
-impl Drop for JsonlRun {
-    /// A run dropped before `finish` removes its temporary files.
-    fn drop(&mut self) {
-        for staged in [self.output.take(), self.errors.take()].into_iter().flatten() {
-            drop(staged.writer);
-            let _ = fs::remove_file(&staged.temp);
-        }
     }
 }
 
@@ -646,8 +823,12 @@ mod tests {
 
     /// Every (number, text) of the non-blank lines of `text`, as the chunks read them.
     fn chunked_lines(path: &Path, chunk_bytes: usize) -> Vec<(u64, String)> {
+        let file = File::open(path).unwrap();
+        let opened = Identity::of(&file.metadata().unwrap());
         let mut input = Input {
-            file: File::open(path).unwrap(),
+            file,
+            path: path.to_owned(),
+            opened,
             carry: Vec::new(),
         };
         let (mut chunk, mut line, mut bytes, mut got) = (Chunk::default(), 0, 0, Vec::new());
@@ -695,6 +876,44 @@ mod tests {
         for chunk_bytes in [1, 7, 256, 1000, 1 << 20] {
             assert_eq!(chunked_lines(&path, chunk_bytes), expected, "chunk_bytes {chunk_bytes}");
         }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_rename_that_fails_leaves_no_temporary_file() {
+        let dir = std::env::temp_dir().join(format!("memci-batch-rename-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let mut sink = Sink::open(&dir.join("out.jsonl")).unwrap();
+        sink.write_all(b"x\n").unwrap();
+        // Something else takes the name meanwhile: a folder that is not empty cannot be renamed over.
+        fs::create_dir_all(dir.join("out.jsonl").join("inside")).unwrap();
+        assert!(sink.commit().is_err());
+        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["out.jsonl"]);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_input_cut_short_under_the_run_fails_it_and_nothing_is_renamed() {
+        let dir = std::env::temp_dir().join(format!("memci-batch-cut-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let input = dir.join("in.jsonl");
+        fs::write(&input, "[{\"role\":\"user\",\"content\":\"x\"}]\n".repeat(500)).unwrap();
+        let pipeline = Pipeline::new(vec![], Format::Chat).unwrap();
+        let output = dir.join("out.jsonl");
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let mut run = JsonlRun::open(pipeline, &input, &output, None, 256).unwrap();
+        assert!(run.step(&pool).unwrap());
+        let file = fs::OpenOptions::new().write(true).open(&input).unwrap();
+        file.set_len(4000).unwrap();
+        run.run(&pool).unwrap();
+        let change = run.input_change().unwrap().unwrap();
+        assert!(change.contains("bytes were read but it held 16000"), "{change}");
+        let error = run.finish().unwrap_err();
+        assert!(error.to_string().contains("changed while the run read it"), "{error}");
+        drop(run);
+        assert!(!output.exists());
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -12,7 +12,7 @@ pub mod parse;
 pub mod record;
 
 use crate::core::config::{Budget, Conditions, Cuts, Encoding};
-use crate::core::error::{Error, Result};
+use crate::core::error::{Error, Result, quoted};
 use crate::core::store::{Incoming, Store, numbers_within_limits};
 
 /// The wire format the messages of a dataset are in. Each format brings its own message rules;
@@ -32,7 +32,8 @@ impl Format {
             "anthropic" => Ok(Format::Anthropic),
             "responses" => Ok(Format::Responses),
             other => Err(Error::InvalidOperation(format!(
-                "batch: unknown format {other:?}: expected chat, anthropic or responses"
+                "batch: unknown format {}: expected chat, anthropic or responses",
+                quoted(other)
             ))),
         }
     }
@@ -104,9 +105,14 @@ pub struct Outcome {
     pub tokens: Vec<u64>,
 }
 
-/// Totals over many conversations.
+/// Totals over many conversations. Every record read is a conversation, a bad record or a blank
+/// line: `records == conversations + bad + blank` once a run has written what it read.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Totals {
+    /// Records read: JSONL lines (blank ones included), or the items given.
+    pub records: u64,
+    /// Blank lines, skipped.
+    pub blank: u64,
     /// Conversations processed (bad records not included).
     pub conversations: u64,
     /// Records that could not be processed (written to the errors file).
@@ -139,6 +145,8 @@ impl Totals {
     }
 
     pub fn merge(&mut self, other: &Totals) {
+        self.records += other.records;
+        self.blank += other.blank;
         self.conversations += other.conversations;
         self.bad += other.bad;
         self.messages_in += other.messages_in;

@@ -1,0 +1,300 @@
+"""Saving and loading a context system: :class:`Persistent`, the half of
+:class:`~memci.ContextSystem` that stands on its page log.
+
+The system writes through one :class:`~memci.storage.log.PageLog`: a page it archives is staged
+there (an :class:`~memci.context.page.ArchivedPage`), and :meth:`Persistent.save` commits the staged
+pages with the state (:class:`~memci.context.state.SavedState`) in one compare-and-set. Loading reads
+the state, checks it against itself (:meth:`SavedState.from_dict`) and against the pages the storage
+holds, then builds the system; every step costs O(the state + the pages held), whatever indices the
+state claims. Copies and pickles travel as the same JSON state, with the pages not yet saved.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Self
+
+from memci.context.agent_tools import checked_tools
+from memci.context.contents import ArchivePolicy
+from memci.context.page import ArchivedPage, Message
+from memci.context.parts import SystemParts
+from memci.context.search import message_texts, page_text
+from memci.context.settings import checked_storage, system_message
+from memci.context.state import SavedState
+from memci.context.summary import Summarizer
+from memci.errors import InvalidMessageError, InvalidOperationError, StateError
+from memci.storage import Storage
+from memci.tokens import DEFAULT_ENCODING, Counter
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["AnySummarizerArg", "Persistent"]
+
+#: What ``summarizer=`` takes (a summarizer, or a ``str -> str`` callable; None: the default).
+AnySummarizerArg = Summarizer | Callable[[str], str] | None
+
+
+class Persistent(SystemParts):
+    """Saving, loading, copying and pickling a context system. The system's constructor and its
+    parts are the subclass's (:class:`~memci.ContextSystem`); this half reads and writes them."""
+
+    _has_prompt: bool
+    _tools: str
+    _active_pages: int
+    _encoding: str
+    _max_context_tokens: int | None
+    _agent_tools: tuple[dict[str, Any], ...]
+    _summarizer_arg: AnySummarizerArg
+    _counter: Counter | None
+
+    if TYPE_CHECKING:  # the subclass's constructor (ContextSystem's), which open and _build call
+
+        def __init__(self, system_prompt: str | Message | None = None, **settings: Any) -> None: ...
+
+    # ---- saving --------------------------------------------------------------------------------------
+
+    def _saved(self, *, unsaved: bool = False) -> SavedState:
+        """The system's state (with the pages archived since the last save when ``unsaved``)."""
+        window = self._window
+        return SavedState(
+            self._round,
+            window.next_index,
+            window.messages()[0] if self._has_prompt else None,
+            self._tools,
+            self._active_pages,
+            self._encoding,
+            self._max_context_tokens,
+            self._archive.policy,
+            tuple((i, window.page(i)) for i in window.page_indices()),
+            tuple(self._archive.entries.values()),
+            tuple(self._archive.dropped.values()),
+            self._log.head.revision,
+            self._agent_tools,
+            self._forgotten_through,
+            tuple(ArchivedPage.from_dict(page, page["index"]) for page in self._log.staged) if unsaved else (),
+        )
+
+    def state(self) -> dict[str, Any]:
+        """The whole state as a JSON-able dict: :meth:`to_state`."""
+        return self.to_state()
+
+    def to_state(self) -> dict[str, Any]:
+        """The whole state as a JSON-able dict, for a framework's state (a LangGraph channel, say):
+        settings, round, active pages, contents and dropped entries, revision, and the pages
+        archived since the last :meth:`save` (key ``"unsaved_pages"``, absent when there are none),
+        so that :meth:`from_state` on the same storage takes the system up exactly, and its next
+        save writes them. O(state + unsaved pages)."""
+        with self._lock:
+            return self._saved(unsaved=True).to_dict()
+
+    def save(self) -> None:
+        """Write the pages archived since the last save and the whole state to the storage, as one
+        atomic commit of the next revision (which also deletes the pages ``clear(forget=True)``
+        forgot). If another writer saved to the same storage since this system was loaded (or
+        last saved), :class:`~memci.ConflictError` is raised and nothing is written: load again,
+        redo the turn, save again."""
+        with self._lock:
+            saved = self._saved()
+            self._log.commit(saved.body(), pages_through=saved.pages_through, forgotten_through=saved.forgotten_through)
+
+    # ---- loading -------------------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, storage: Storage, *, summarizer: AnySummarizerArg = None, counter: Counter | None = None) -> Self:
+        """The context system last saved to ``storage``, exactly: rounds, counts, the active pages
+        with the open one, the contents and dropped entries; search is rebuilt from the stored
+        pages. The summarizer and counter are not saved: pass them again if they are not the
+        defaults. :class:`~memci.StateError` names what is wrong with a bad state, or says the
+        storage holds none (:meth:`open` creates one then). An archived page the storage lost is
+        reported when it is recalled. O(state + stored pages)."""
+        state = checked_storage(storage).load_state()
+        if state is None:
+            raise StateError("load: the storage holds no saved state")
+        return cls._build(SavedState.from_dict(state), storage, summarizer, counter)
+
+    @classmethod
+    def from_state(
+        cls,
+        state: dict[str, Any],
+        storage: Storage,
+        *,
+        summarizer: AnySummarizerArg = None,
+        counter: Counter | None = None,
+    ) -> Self:
+        """The system :meth:`to_state` described, on ``storage`` (the one holding its archived
+        pages). :class:`~memci.StateError` names what is wrong with the state, or the archived
+        pages it names that neither the storage nor the state holds. Search is rebuilt from the
+        storage. O(state + stored pages), whatever indices the state claims."""
+        ctx = cls._build(SavedState.from_dict(state), checked_storage(storage), summarizer, counter)
+        missing = ctx._log.missing(ctx._log.held())
+        if missing:
+            shown_pages = ", ".join(map(str, missing)) + (", ..." if len(missing) >= 5 else "")
+            raise StateError(
+                f"from_state: the state names archived pages that neither it nor the storage holds ({shown_pages})"
+            )
+        return ctx
+
+    def _restore(self, saved: SavedState) -> None:
+        """Take up ``saved`` in a new system built with its settings: the round, the active pages
+        (the core checks their messages), the contents and dropped entries, the unsaved pages
+        (staged for the next save); search is rebuilt from the live pages the storage holds.
+        O(state + stored pages)."""
+        self._round = saved.round
+        self._forgotten_through = saved.forgotten_through
+        self._log.take(saved.head.to_dict())
+        for page in saved.unsaved:
+            self._log.stage(page.to_dict())
+        for i, (index, messages) in enumerate(saved.pages):
+            try:
+                self._window.open_page_at(index, messages)
+            except (InvalidOperationError, InvalidMessageError) as e:
+                raise StateError(f"load: state['pages'][{i}]: {e}") from None
+        if not saved.pages and saved.next_index > 1:
+            # An empty window after archived pages (after clear(), or a pop of the open page's
+            # last message): the index goes on from the saved one. The core window takes an index
+            # only with a page, so one is opened at the last index given and unlinked at once.
+            self._window.open_page_at(saved.next_index - 1, [{"role": "user", "content": ""}])
+            self._window.detach(saved.next_index - 1)
+        if saved.next_index != self._window.next_index:
+            raise StateError(
+                f"load: state['next_index'] is {saved.next_index}, but the active pages make it "
+                f"{self._window.next_index}"
+            )
+        for entry in saved.contents:
+            self._archive.add(entry)
+        for gone in saved.dropped:
+            self._archive.dropped[gone.index] = gone
+        self._search.extend(self._search_texts(self._log.pages(self._log.held())))
+
+    @staticmethod
+    def _search_texts(pages: Iterable[tuple[int, dict[str, Any]]]) -> Iterable[tuple[int, str]]:
+        """Each page's searchable text (a page that is not an archived page is searched as text)."""
+        for index, page in pages:
+            summary, messages = page.get("summary"), page.get("messages")
+            texts = message_texts(messages if isinstance(messages, list) else [])
+            yield index, page_text(summary if isinstance(summary, str) else "", texts)
+
+    # ---- opening -------------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        storage: Storage,
+        system_prompt: str | Message | None = None,
+        *,
+        tools: str | None = None,
+        agent_tools: Iterable[Any] | None = None,
+        active_pages: int | None = None,
+        summarizer: AnySummarizerArg = None,
+        policy: ArchivePolicy | None = None,
+        encoding: str | None = None,
+        max_context_tokens: int | None = None,
+        counter: Counter | None = None,
+    ) -> Self:
+        """Load or create: the system saved to ``storage``, continuing its conversation, or a new
+        one on it if it holds no state. Each setting given (not None) applies, replacing the saved
+        one (your code's configuration wins: a new prompt, new agent tools, a new limit); each not
+        given keeps the saved value (or the constructor's default for a new system). The
+        summarizer and counter are code: pass them each time. Nothing is written until
+        :meth:`save`."""
+        state = checked_storage(storage).load_state()
+        if state is None:
+            return cls(
+                system_prompt,
+                tools=tools,
+                agent_tools=agent_tools,
+                active_pages=5 if active_pages is None else active_pages,
+                storage=storage,
+                summarizer=summarizer,
+                policy=policy,
+                encoding=DEFAULT_ENCODING if encoding is None else encoding,
+                max_context_tokens=max_context_tokens,
+                counter=counter,
+            )
+        overrides: dict[str, Any] = {
+            "system_prompt": system_message(system_prompt),
+            "tools": tools,
+            "agent_tools": None if agent_tools is None else checked_tools(agent_tools),
+            "active_pages": active_pages,
+            "policy": policy,
+            "encoding": encoding,
+            "max_context_tokens": max_context_tokens,
+        }
+        saved = dataclasses.replace(
+            SavedState.from_dict(state), **{k: v for k, v in overrides.items() if v is not None}
+        )
+        return cls._build(saved, storage, summarizer, counter)
+
+    @classmethod
+    def _build(
+        cls,
+        saved: SavedState,
+        storage: Storage,
+        summarizer: AnySummarizerArg,
+        counter: Counter | None,
+    ) -> Self:
+        """A system built with ``saved``'s settings, taking up its state."""
+        try:
+            ctx = cls(
+                saved.system_prompt,
+                tools=saved.tools,  # the constructor checks it
+                agent_tools=saved.agent_tools,
+                active_pages=saved.active_pages,
+                storage=storage,
+                summarizer=summarizer,
+                policy=saved.policy,
+                encoding=saved.encoding,
+                max_context_tokens=saved.max_context_tokens,
+                counter=counter,
+            )
+        except (InvalidOperationError, InvalidMessageError, TypeError) as e:
+            raise StateError(f"load: {e}") from None
+        ctx._restore(saved)
+        return ctx
+
+    # ---- copies and pickles ---------------------------------------------------------------------------
+
+    def _snapshot(self) -> SavedState:
+        """The state with its unsaved pages, as a JSON-made copy (nothing shared with this system)."""
+        with self._lock:
+            text = json.dumps(self._saved(unsaved=True).to_dict(), ensure_ascii=False)
+        return SavedState.from_dict(json.loads(text))
+
+    @property
+    def storage(self) -> Storage:
+        return self._log.storage
+
+    def __copy__(self) -> Self:
+        """A system with the same state on the same storage (and summarizer and counter): the two
+        go on independently, and the second to save over the same revision gets
+        :class:`~memci.ConflictError`. Pages this one archived since its last save are copied.
+        O(state + archived pages)."""
+        return type(self)._build(self._snapshot(), self.storage, self._summarizer_arg, self._counter)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Self:
+        """As :func:`copy.copy`, with a deep copy of the storage: a ``MemoryStorage`` is copied
+        with its pages; a SQLite or directory store is opened again on the same file or folder;
+        a store that cannot be copied raises :class:`~memci.StorageError`. The summarizer and
+        counter (code) are shared."""
+        saved = self._snapshot()
+        storage = copy.deepcopy(self.storage, memo)
+        return type(self)._build(saved, storage, self._summarizer_arg, self._counter)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as JSON text (the state with the pages archived since the last save), never as
+        pickled messages, with its storage (a ``MemoryStorage`` as its JSON texts, a SQLite or
+        directory store by path; other stores raise :class:`~memci.StorageError`) and the
+        summarizer and counter it was given (None for the defaults; yours must be picklable)."""
+        text = json.dumps(self._snapshot().to_dict(), ensure_ascii=False)
+        return (_unpickle, (type(self), text, self.storage, self._summarizer_arg, self._counter))
+
+
+def _unpickle(
+    cls: type[Persistent], text: str, storage: Storage, summarizer: AnySummarizerArg, counter: Counter | None
+) -> Persistent:
+    """A system from what :meth:`Persistent.__reduce__` pickled."""
+    return cls._build(SavedState.from_dict(json.loads(text)), storage, summarizer, counter)

@@ -1,0 +1,169 @@
+"""Recall in a context system: :class:`Recalling`, the half of :class:`~memci.ContextSystem` that
+answers the model's recall tools and the API's ``recall``.
+
+A recall tool's call is parsed and checked whole by :mod:`~memci.context.recall`; here its calls run
+against the window, the contents chapter and the page log, all or none, and the answer is written
+from their results. :meth:`Recalling.run_tool` is the face for a framework that calls a tool by name
+with its arguments (a LangChain tool, an Agents SDK function tool): the text the model reads comes
+back, whatever the model wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from memci.context import recall
+from memci.context.contents import PageListing
+from memci.context.page import ArchivedPage, Message, Page
+from memci.context.parts import SystemParts
+from memci.context.recall import InWindow, ListPages, ToolCall, ToolResult
+from memci.context.search import SearchHit
+from memci.errors import InvalidOperationError, PageError, repr_of, shown
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["Recalling"]
+
+#: The context system's logger (its ``recall`` events).
+log = logging.getLogger("memci.context")
+
+
+class Recalling(SystemParts):
+    """Recall, the recall tools and search over a context system's archive. The system's parts are
+    the subclass's (:class:`~memci.ContextSystem`); this half reads them and counts recalls."""
+
+    def run_tool(self, name: str, arguments: Mapping[str, Any] | str | None = None) -> str:
+        """Run the recall tool ``name`` (``recall_page``, ``list_pages``) with ``arguments`` (a dict,
+        or its JSON text as a model wrote it) and return the text the model reads: the page, the
+        listing, or a refusal or error naming what is wrong. Whatever the model wrote, this never
+        raises: it is :meth:`handle_tool_call` on a call of that tool. O(page) plus one storage
+        read."""
+        if isinstance(arguments, str):
+            text = arguments
+        else:
+            try:
+                text = json.dumps({} if arguments is None else dict(arguments), ensure_ascii=False)
+            except Exception:  # whatever the arguments hold, the model gets an answer, not a traceback
+                text = repr_of(arguments)  # not JSON: the parser refuses it in the answer
+        tool = name if isinstance(name, str) else repr_of(name)  # str() of a huge int raises
+        call = {"id": "call", "type": "function", "function": {"name": tool, "arguments": text}}
+        content = self.handle_tool_call(call)["content"]
+        return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+
+    # ---- recall --------------------------------------------------------------------------------------
+
+    def is_active(self, page_index: int) -> bool:
+        """True while page ``page_index`` is in the window (not archived)."""
+        return page_index in self._window.page_indices()
+
+    def _check_index(self, page_index: object) -> int:
+        if isinstance(page_index, bool) or not isinstance(page_index, int):
+            raise PageError(f"recall: page_index must be an int, got {shown(page_index)}")
+        last = self._window.next_index - 1
+        if not 1 <= page_index <= last:
+            pages = "no page exists yet" if last == 0 else f"pages are 1 to {last}"
+            raise PageError(f"recall: page {shown(page_index)} does not exist ({pages})")
+        if page_index <= self._forgotten_through:
+            raise PageError(f"recall: page {page_index} was forgotten (clear(forget=True))")
+        return page_index
+
+    def _stored(self, index: int) -> ArchivedPage:
+        """Archived page ``index`` (a copy if it awaits the next save; from the storage otherwise),
+        checked to be an :class:`ArchivedPage`."""
+        page = self._log.page(index)
+        if page is None:
+            raise PageError(f"recall: page {index} was archived but the storage does not hold it")
+        return ArchivedPage.from_dict(page, index)
+
+    def recall(self, page_index: int) -> Page:
+        """Page ``page_index`` in full. For an archived page, its recall count rises by one and
+        its last-recall round becomes the current round (a dropped entry comes back to the contents
+        page); an active page is returned as it is. :class:`~memci.PageError` if no such page.
+        O(page) plus one storage read."""
+        with self._lock:
+            return self._recall(page_index)
+
+    def _recall(self, page_index: object) -> Page:
+        index = self._check_index(page_index)
+        if self.is_active(index):
+            return Page.of(index, self._window.page(index))
+        return self._count_recall(index, self._stored(index))
+
+    def _count_recall(self, index: int, stored: ArchivedPage) -> Page:
+        """Count a recall of archived page ``index`` (read as ``stored``); the page."""
+
+        def restore() -> tuple[str, tuple[str, ...], int]:
+            return stored.summary, stored.entry_summaries, stored.archived_round
+
+        entry = self._archive.recall(index, self._round, restore)
+        log.debug(
+            "recall page %d in round %d (recalled %d times)",
+            index,
+            self._round,
+            entry.recall_count,
+            extra={"page_index": index, "round": self._round, "reason": "recall"},
+        )
+        return Page.of(index, stored.messages)
+
+    def list_pages(self, limit: int = 10) -> list[PageListing]:
+        """The ``limit`` most recently archived pages on the contents page, newest first, with
+        their recall counts and the rounds since each was last recalled (or archived)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise InvalidOperationError(f"list_pages: limit must be an int >= 0, got {repr_of(limit)}")
+        with self._lock:
+            return self._archive.listing(self._round, limit)
+
+    def search(self, query: str, k: int = 5) -> list[SearchHit]:
+        """The ``k`` archived pages (dropped contents entries included) that best match ``query``,
+        best first, by BM25 over each page's summary and messages (:class:`memci.PageSearch`):
+        ``SearchHit(page_index, score, snippet)``. Searching counts no recall."""
+        with self._lock:
+            return self._search.search(query, k)
+
+    def handle_tool_call(self, call: object) -> Message:
+        """Answer the model's call of a recall tool (an OpenAI ``tool_call``, an Anthropic
+        ``tool_use`` block, or ATTP TOML text) with the result to :meth:`add`: a ``tool`` message,
+        a ``tool_result`` block (put it in a user message), or a user message with the ATTP result.
+        A recalled page's entries come back in the result, so the page re-enters the window where
+        the model asked for it. Calls of anything else are refused in the result.
+
+        The call is parsed and checked whole (:func:`memci.context.recall.parse_call`), its tool
+        calls run in order under the lock, and the answer is written from their results."""
+        request = recall.parse_call(call)
+        with self._lock:
+            results, failure = self._run_tools(request.calls)
+        return recall.answer(request, results, failure)
+
+    def _run_tools(self, calls: Sequence[ToolCall]) -> tuple[list[ToolResult], str | None]:
+        """Run the recall tools' calls, all or none: every page is checked and read first, and only
+        when all of them can be does any recall count, in order. The results, or none and the
+        error of the first call that cannot run (a page that does not exist, or is not stored)."""
+        reads: list[ListPages | InWindow | tuple[int, ArchivedPage]] = []
+        try:
+            for call in calls:
+                if isinstance(call, ListPages):
+                    reads.append(call)
+                elif self.is_active(call.page_index):
+                    reads.append(InWindow(call.page_index))
+                else:
+                    index = self._check_index(call.page_index)
+                    reads.append((index, self._stored(index)))
+        except PageError as e:
+            return [], str(e)
+        results: list[ToolResult] = []
+        for read in reads:
+            if isinstance(read, ListPages):
+                results.append(self._archive.listing(self._round, read.limit))
+            elif isinstance(read, InWindow):
+                results.append(read)
+            else:
+                results.append(self._count_recall(*read))
+        return results, None
+
+    def is_recall_call(self, call: object) -> bool:
+        """True when ``call`` is for the recall tools (send it to :meth:`handle_tool_call`)."""
+        return recall.is_recall_call(call)

@@ -1,0 +1,439 @@
+"""``PostgresStorage``: many conversations in one PostgreSQL database, over psycopg 3 and a pool.
+
+Tables (all prefixed ``memci_``, so the database may hold other tables too); every row belongs to a
+``namespace`` (one per conversation; namespaces never see each other):
+
+- ``memci_schema(version)``: one row, the layout version (:data:`SCHEMA_VERSION`);
+- ``memci_pages(namespace, page_index, body)``: one row per archived page, JSON text (text, not
+  ``jsonb``: a page comes back with its keys in their order);
+- ``memci_state(namespace, revision, pages_through, forgotten_through, body)``: the state, with the
+  marks a save is checked against copied into columns;
+- ``memci_expiry(namespace, expires_at)``: when a namespace written with a ``ttl`` expires.
+
+A save is one transaction that first takes the namespace's advisory lock (so writers of one
+conversation run one at a time and writers of others never wait), checks the revision, writes the
+pages, deletes the forgotten ones and replaces the state: of two processes saving over the same
+revision one wins and the other gets :class:`~memci.ConflictError`, and a process killed mid-save
+leaves the previous state. A save whose connection drops before its reply (was it committed?) is run
+again on another connection: it waits for the lock the lost one held, and finds its own commit id if
+that one landed (no :class:`~memci.ConflictError`, nothing written twice).
+
+The transactions are written once, as steps that yield queries (:class:`Query`), and run by the sync
+store here and by :class:`~memci.storage.AsyncPostgresStorage`. Needs ``pip install 'memci[postgres]'``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import weakref
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from memci.errors import StorageError, repr_of
+from memci.storage.arguments import check_name, check_seconds
+from memci.storage.json_store import Commit, JsonStore, check_index, decode_page, settled
+
+if TYPE_CHECKING:
+    import psycopg
+    import psycopg_pool
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "PostgresStorage",
+    "PostgresTarget",
+    "Query",
+    "answer_of",
+    "check_options",
+    "commit_steps",
+    "connect_timeout",
+    "insert_page_steps",
+    "open_steps",
+    "place_of",
+]
+
+#: The layout version written into ``memci_schema``; a newer one is refused.
+SCHEMA_VERSION = 1
+
+T = TypeVar("T")
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS memci_schema (version integer NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS memci_pages (namespace text NOT NULL, page_index bigint NOT NULL, "
+    "body text NOT NULL, PRIMARY KEY (namespace, page_index))",
+    "CREATE TABLE IF NOT EXISTS memci_state (namespace text PRIMARY KEY, revision bigint NOT NULL, "
+    "pages_through bigint NOT NULL, forgotten_through bigint NOT NULL, body text NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS memci_expiry (namespace text PRIMARY KEY, expires_at timestamptz NOT NULL)",
+)
+# Two processes creating the tables at once would race in the catalog: the first takes this lock.
+_SCHEMA_LOCK = "SELECT pg_advisory_xact_lock(7346193500542158171)"
+_NAMESPACE_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%(ns)s, 1701))"
+# A namespace whose expiry has passed reads as empty, whatever rows it still has.
+_LIVE = "NOT EXISTS (SELECT 1 FROM memci_expiry WHERE namespace = %(ns)s AND expires_at <= now())"
+SELECT_PAGE = f"SELECT body FROM memci_pages WHERE namespace = %(ns)s AND page_index = %(index)s AND {_LIVE}"
+SELECT_PAGES = (
+    f"SELECT page_index, body FROM memci_pages WHERE namespace = %(ns)s AND page_index = ANY(%(indices)s) AND {_LIVE}"
+)
+LIST_PAGES = f"SELECT page_index FROM memci_pages WHERE namespace = %(ns)s AND {_LIVE} ORDER BY page_index"
+SELECT_STATE = f"SELECT body FROM memci_state WHERE namespace = %(ns)s AND {_LIVE}"
+# Deletes the namespace if it has expired (every write runs it first), and reads its marks.
+_PURGE_AND_MARKS = (
+    "WITH gone AS (DELETE FROM memci_expiry WHERE namespace = %(ns)s AND expires_at <= now() RETURNING namespace), "
+    "p AS (DELETE FROM memci_pages WHERE namespace IN (SELECT namespace FROM gone)), "
+    "s AS (DELETE FROM memci_state WHERE namespace IN (SELECT namespace FROM gone)) "
+    "SELECT revision, pages_through, forgotten_through FROM memci_state "
+    "WHERE namespace = %(ns)s AND NOT EXISTS (SELECT 1 FROM gone)"
+)
+_INSERT_PAGE_ONCE = (
+    "INSERT INTO memci_pages (namespace, page_index, body) VALUES (%(ns)s, %(index)s, %(body)s) ON CONFLICT DO NOTHING"
+)
+_WRITE_PAGES = (
+    "INSERT INTO memci_pages (namespace, page_index, body) "
+    "SELECT %(ns)s, i, b FROM unnest(%(indices)s::bigint[], %(bodies)s::text[]) AS w(i, b) "
+    "ON CONFLICT (namespace, page_index) DO UPDATE SET body = excluded.body"
+)
+_FORGET_PAGES = "DELETE FROM memci_pages WHERE namespace = %(ns)s AND page_index <= %(through)s"
+_REPLACE_STATE = (
+    "INSERT INTO memci_state (namespace, revision, pages_through, forgotten_through, body) "
+    "VALUES (%(ns)s, %(revision)s, %(pages_through)s, %(forgotten_through)s, %(body)s) "
+    "ON CONFLICT (namespace) DO UPDATE SET revision = excluded.revision, pages_through = excluded.pages_through, "
+    "forgotten_through = excluded.forgotten_through, body = excluded.body"
+)
+# Each write sets the namespace's expiry from the writing store's ttl (None: it no longer expires).
+_SET_EXPIRY = (
+    "INSERT INTO memci_expiry (namespace, expires_at) VALUES (%(ns)s, now() + make_interval(secs => %(ttl)s)) "
+    "ON CONFLICT (namespace) DO UPDATE SET expires_at = excluded.expires_at"
+)
+_CLEAR_EXPIRY = "DELETE FROM memci_expiry WHERE namespace = %(ns)s"
+PURGE_EXPIRED = (
+    "WITH gone AS (DELETE FROM memci_expiry WHERE expires_at <= now() RETURNING namespace), "
+    "p AS (DELETE FROM memci_pages WHERE namespace IN (SELECT namespace FROM gone)), "
+    "s AS (DELETE FROM memci_state WHERE namespace IN (SELECT namespace FROM gone)) "
+    "SELECT count(*) FROM gone"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One statement of a transaction's steps, and what its steps want back: its rows
+    (``"rows"``), its row count (``"count"``) or nothing (None)."""
+
+    sql: str
+    params: dict[str, Any]
+    answer: Literal["rows", "count"] | None = None
+
+
+#: Steps of a transaction: they yield batches of queries, get back each query's answer, and return a
+#: value. A batch is sent in one round trip (psycopg's pipeline mode); a batch that wants no answer
+#: is not even waited for: it goes with the next one, or with the COMMIT.
+Steps = Generator[list[Query], list[Any], T]
+
+
+def open_steps() -> Steps[int]:
+    """Create the tables if missing (under a lock: many processes open at once) and return the
+    stored schema version."""
+    (*_, rows) = yield [
+        Query(_SCHEMA_LOCK, {}),
+        *(Query(statement, {}) for statement in _SCHEMA),
+        Query("SELECT version FROM memci_schema", {}, "rows"),
+    ]
+    if not rows:
+        yield [Query("INSERT INTO memci_schema (version) VALUES (%(v)s)", {"v": SCHEMA_VERSION})]
+        return SCHEMA_VERSION
+    if len(rows) != 1 or type(rows[0][0]) is not int:
+        raise StorageError(f"corrupt memci_schema table: {repr_of(rows)}", "memci_schema")
+    version: int = rows[0][0]
+    return version
+
+
+def _expiry(namespace: str, ttl: float | None) -> Query:
+    if ttl is None:
+        return Query(_CLEAR_EXPIRY, {"ns": namespace})
+    return Query(_SET_EXPIRY, {"ns": namespace, "ttl": ttl})
+
+
+def insert_page_steps(namespace: str, index: int, text: str, ttl: float | None) -> Steps[str | None]:
+    """Store ``text`` under ``index`` unless a page is there; return that page's text if one is."""
+    ns = {"ns": namespace}
+    _, _, inserted, _ = yield [
+        Query(_NAMESPACE_LOCK, ns),
+        Query(_PURGE_AND_MARKS, ns),
+        Query(_INSERT_PAGE_ONCE, {**ns, "index": index, "body": text}, "count"),
+        _expiry(namespace, ttl),
+    ]
+    if inserted == 1:
+        return None
+    (rows,) = yield [Query(SELECT_PAGE, {**ns, "index": index}, "rows")]
+    return str(rows[0][0]) if rows else None
+
+
+def commit_steps(namespace: str, commit: Commit, ttl: float | None, where: Callable[..., str]) -> Steps[None]:
+    """Carry out ``commit`` (one transaction, two round trips and the COMMIT): lock the namespace,
+    purge it if it expired, read its marks and the stored pages of the commit; check the revision
+    (a commit that finds itself stored is done); then forget, write the pages, replace the state."""
+    ns = {"ns": namespace}
+    indices = [index for index, _, _ in commit.pages]
+    _, marks, found = yield [
+        Query(_NAMESPACE_LOCK, ns),
+        Query(_PURGE_AND_MARKS, ns, "rows"),
+        Query(SELECT_PAGES, {**ns, "indices": indices}, "rows") if indices else Query("SELECT 1", {}),
+    ]
+    stored_revision, stored_mark, stored_forgotten = marks[0] if marks else (0, 0, 0)
+    if not commit.follows(stored_revision):
+        (rows,) = yield [Query(SELECT_STATE, ns, "rows")]
+        if commit.landed(rows[0][0] if rows else None):
+            return  # this very commit, applied before its reply was lost
+        commit.check(stored_revision, where)  # a ConflictError
+    existing: dict[int, str] = dict(found) if indices else {}
+    writes = commit.pages_to_write(stored_mark, existing.get, where)
+    batch = []
+    if commit.forgotten_through > stored_forgotten:
+        batch.append(Query(_FORGET_PAGES, {**ns, "through": commit.forgotten_through}))
+    if writes:
+        batch.append(Query(_WRITE_PAGES, {**ns, "indices": [i for i, _ in writes], "bodies": [t for _, t in writes]}))
+    state = {
+        "revision": commit.revision or 0,
+        "pages_through": commit.pages_through,
+        "forgotten_through": commit.forgotten_through,
+        "body": commit.state_text,
+    }
+    yield [*batch, Query(_REPLACE_STATE, {**ns, **state}), _expiry(namespace, ttl)]
+
+
+def check_options(namespace: object, ttl: object, timeout: object, pool_size: object) -> float | None:
+    """:class:`StorageError` naming the option that is not one; the ttl in seconds (or None)."""
+    check_name(namespace, "namespace")
+    seconds = check_seconds(ttl.total_seconds() if isinstance(ttl, timedelta) else ttl, "ttl", optional=True)
+    check_seconds(timeout, "timeout")
+    if type(pool_size) is not int or not 1 <= pool_size <= 1000:
+        raise StorageError(f"pool_size must be an int from 1 to 1000, got {repr_of(pool_size)}", "pool_size")
+    return seconds
+
+
+def connect_timeout(timeout: float) -> int:
+    """libpq's ``connect_timeout`` (whole seconds, at least 1) for a store's ``timeout``."""
+    return max(1, math.ceil(timeout))
+
+
+def place_of(dsn: str) -> str:
+    """Where a connection string points (``host:port/dbname``), for messages: never its password.
+    :class:`StorageError` if it is not a PostgreSQL connection string or URL."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parts = conninfo_to_dict(dsn)
+    except Exception:  # psycopg's message may quote the string, password and all
+        raise StorageError(
+            "dsn is not a PostgreSQL connection string ('host=... dbname=...') or URL ('postgresql://...')", "dsn"
+        ) from None
+    return f"{parts.get('host', 'localhost')}:{parts.get('port', 5432)}/{parts.get('dbname', '')}"
+
+
+def check_dsn(target: object, store: str, pool_kind: type) -> None:
+    """:class:`StorageError` unless ``target`` is a connection string or a pool of ``pool_kind``."""
+    if not isinstance(target, str | pool_kind):
+        raise StorageError(
+            f"{store}: target must be a PostgreSQL connection string or URL, or a "
+            f"{pool_kind.__module__}.{pool_kind.__name__}, got {type(target).__name__}",
+            "target",
+        )
+
+
+def decoded_pages(rows: Iterable[tuple[int, str]], where: Callable[[int], str]) -> dict[int, dict[str, Any]]:
+    """The pages of ``(page_index, body)`` rows, by index."""
+    return {index: decode_page(body, index, functools.partial(where, index)) for index, body in rows}
+
+
+class PostgresTarget:
+    """What :class:`PostgresStorage` and the async store share: their checked options, where they
+    point (``host:port/dbname``, never a password) and how their messages name a page."""
+
+    namespace: str
+    ttl: float | None
+    _dsn: str | None
+    _place: str
+    _timeout: float
+    _pool_size: int
+    _errors: type[Exception]
+    _unsure: type[Exception]
+
+    def _configure(
+        self, target: object, namespace: object, ttl: object, timeout: object, pool_size: object, *, pool_kind: str
+    ) -> None:
+        """Check the options (:class:`StorageError`) and keep them; ``pool_kind``: the pool class
+        of psycopg_pool a ``target`` may be instead of a connection string."""
+        name = type(self).__name__
+        try:
+            import psycopg
+            import psycopg_pool
+        except ImportError as e:
+            raise ImportError(f"{name} needs psycopg and psycopg-pool: pip install 'memci[postgres]'") from e
+        self.ttl = check_options(namespace, ttl, timeout, pool_size)
+        check_dsn(target, name, getattr(psycopg_pool, pool_kind))
+        self.namespace = namespace  # type: ignore[assignment]  # checked above
+        self._timeout, self._pool_size = timeout, pool_size  # type: ignore[assignment]
+        self._dsn = target if isinstance(target, str) else None
+        self._place = place_of(target if isinstance(target, str) else str(target.conninfo))  # type: ignore[attr-defined]
+        self._errors, self._unsure = psycopg.Error, psycopg.OperationalError
+
+    def __repr__(self) -> str:
+        namespace = f", namespace={self.namespace!r}" if self.namespace else ""
+        return f"{type(self).__name__}({self._place!r}{namespace})"
+
+    def _where(self, index: int | None = None) -> str:
+        shown = f"[{self.namespace}]" if self.namespace else ""
+        return f"{self._place}{shown}: " + ("state" if index is None else f"page {index}")
+
+
+class PostgresStorage(PostgresTarget, JsonStore):
+    """Archived pages and the system state of one conversation (``namespace``) in PostgreSQL.
+
+    ``target`` is a connection string (``"host=... dbname=..."`` or ``"postgresql://..."``; the store
+    opens a pool of up to ``pool_size`` connections and closes it) or a ``psycopg_pool.ConnectionPool``
+    (shared by many stores, one per conversation; :meth:`close` leaves it open; its connections must
+    be autocommit). ``ttl`` (seconds or a ``timedelta``): the conversation, its state and every page,
+    expires ``ttl`` after its last write, and reads as empty from then on. ``timeout`` bounds the
+    wait for a connection. A database that cannot be reached, or memci tables of a newer memci,
+    raise :class:`~memci.StorageError`.
+    """
+
+    _pool: psycopg_pool.ConnectionPool[Any]
+    _owns_pool: bool
+
+    def __init__(
+        self,
+        target: str | psycopg_pool.ConnectionPool[Any],
+        *,
+        namespace: str = "",
+        ttl: float | timedelta | None = None,
+        timeout: float = 30.0,
+        pool_size: int = 4,
+    ) -> None:
+        super().__init__()
+        self._configure(target, namespace, ttl, timeout, pool_size, pool_kind="ConnectionPool")
+        self._options: dict[str, Any] = {"namespace": namespace, "ttl": ttl, "timeout": timeout, "pool_size": pool_size}
+        import psycopg
+        import psycopg_pool
+
+        if isinstance(target, str):
+            # The tables are made on a connection of its own: a server that cannot be reached fails
+            # here at once, where a pool would retry in the background until its timeout.
+            try:
+                with psycopg.connect(target, autocommit=True, connect_timeout=connect_timeout(timeout)) as conn:
+                    version = self._run_transaction(conn, open_steps)
+            except psycopg.Error as e:
+                raise StorageError(f"{self._place}: cannot reach PostgreSQL: {e}", self._place) from None
+            self._pool = psycopg_pool.ConnectionPool(
+                target, min_size=1, max_size=pool_size, kwargs={"autocommit": True}, timeout=timeout, open=True
+            )
+            self._owns_pool = True
+            # A store dropped without close() still closes its pool (and stops its threads), in the
+            # thread that dropped it rather than in whichever thread the pool's own collection runs.
+            self._close_pool = weakref.finalize(self, self._pool.close)
+        else:
+            self._pool, self._owns_pool = target, False
+            version = self._transaction("cannot create the memci tables", open_steps)
+        if version > SCHEMA_VERSION:
+            self._release()
+            raise StorageError(
+                f"{self._place}: written by a newer memci (schema {version}, this one reads {SCHEMA_VERSION})",
+                self._place,
+            )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (and deep-copied) by its connection string and options when it was opened from one
+        (the string, with any password in it, travels in the pickle); one made on a pool cannot be."""
+        if self._dsn is None:
+            return super().__reduce__()
+        return (functools.partial(PostgresStorage, self._dsn, **self._options), ())
+
+    def _query(self, what: str, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """The rows of one read (autocommit)."""
+        try:
+            with self._pool.connection() as conn:
+                rows: list[tuple[Any, ...]] = conn.execute(sql, params).fetchall()
+                return rows
+        except self._errors as e:
+            raise StorageError(f"{self._place}: {what}: {e}", self._place) from e
+
+    def _transaction(self, what: str, steps: Callable[[], Steps[T]]) -> T:
+        """Run ``steps()`` in one transaction; when its connection fails, again on another (the steps
+        recognise a commit that landed before its reply was lost)."""
+
+        def once() -> T:
+            with self._pool.connection() as conn:
+                return self._run_transaction(conn, steps)
+
+        try:
+            return settled(once, self._unsure)
+        except self._errors as e:
+            raise StorageError(f"{self._place}: {what}: {e}", self._place) from e
+
+    @staticmethod
+    def _run_transaction(conn: psycopg.Connection[Any], steps: Callable[[], Steps[T]]) -> T:
+        """Run ``steps()`` in one transaction on ``conn``, in pipeline mode: BEGIN goes with the first
+        batch, COMMIT with the last."""
+        with conn.pipeline() as pipeline, conn.transaction():
+            return _run(conn, pipeline, steps())
+
+    def _insert_page_text(self, index: int, text: str) -> str | None:
+        return self._transaction(
+            f"cannot write page {index}", lambda: insert_page_steps(self.namespace, index, text, self.ttl)
+        )
+
+    def _read_page_text(self, index: int) -> str | None:
+        rows = self._query(f"cannot read page {index}", SELECT_PAGE, {"ns": self.namespace, "index": index})
+        return str(rows[0][0]) if rows else None
+
+    def _list_page_indices(self) -> list[int]:
+        return [int(row[0]) for row in self._query("cannot list the pages", LIST_PAGES, {"ns": self.namespace})]
+
+    def _read_state_text(self) -> str | None:
+        rows = self._query("cannot read the state", SELECT_STATE, {"ns": self.namespace})
+        return str(rows[0][0]) if rows else None
+
+    def _commit(self, commit: Commit) -> None:
+        self._transaction("cannot save the state", lambda: commit_steps(self.namespace, commit, self.ttl, self._where))
+
+    def _release(self) -> None:
+        if self._owns_pool:
+            self._close_pool()
+
+    def get_pages(self, indices: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """The stored pages among ``indices``, by index (absent ones left out), in one query: what a
+        conversation loads with, 10k pages in one round trip. O(size of the pages)."""
+        wanted = [check_index(index) for index in indices]
+        rows = self._locked(
+            lambda: self._query("cannot read pages", SELECT_PAGES, {"ns": self.namespace, "indices": wanted})
+        )
+        return decoded_pages(rows, self._where)
+
+    def purge_expired(self) -> int:
+        """Delete every expired namespace of the database (any store's, not only this one's), and
+        return how many: expired rows read as empty already, this gives their space back. Run it
+        from a periodic job."""
+        rows = self._locked(lambda: self._query("cannot purge expired namespaces", PURGE_EXPIRED, {}))
+        return int(rows[0][0])
+
+
+def _run(conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline, steps: Steps[T]) -> T:
+    """Drive ``steps``: each batch sent at once, and waited for only when a query wants an answer."""
+    answers: list[Any] | None = None  # a generator starts on None
+    while True:
+        try:
+            batch = steps.send(answers)  # type: ignore[arg-type]
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        cursors = [conn.execute(query.sql, query.params) for query in batch]
+        if any(query.answer for query in batch):
+            pipeline.sync()
+        answers = [answer_of(cursor, query) for cursor, query in zip(cursors, batch, strict=True)]
+
+
+def answer_of(cursor: Any, query: Query) -> Any:
+    """What ``query`` wants back from ``cursor`` (after its results arrived)."""
+    if query.answer == "rows":
+        return cursor.fetchall()
+    return cursor.rowcount if query.answer == "count" else None

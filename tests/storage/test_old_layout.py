@@ -1,0 +1,70 @@
+"""Stores written before the page log (tests/fixtures/old_layout, written by memci at commit 9db3fad
+with tests/fixtures/write_old_layout.py) load with today's code, and today's writers write the same
+pages and the same states."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+
+import memci
+import pytest
+from fixtures import write_old_layout
+from memci.integrations.langchain import MemciChatMessageHistory
+from memci.integrations.openai_agents import MemciSession
+
+OLD = Path(__file__).parent.parent / "fixtures" / "old_layout"
+
+
+@pytest.fixture
+def old(tmp_path: Path) -> Path:
+    """A copy of the old stores (a load may take the directory store's lock file)."""
+    shutil.copytree(OLD, tmp_path / "old")
+    return tmp_path / "old"
+
+
+def test_a_context_system_saved_before_the_page_log_loads(old: Path) -> None:
+    ctx = memci.ContextSystem.load(memci.DirectoryStorage(old / "context_system"), counter=write_old_layout.words)
+    assert ctx.round == 6
+    assert [page.index for page in ctx.pages] == [5, 6]
+    assert [(e.index, e.recall_count) for e in ctx.contents] == [(1, 1), (2, 0), (3, 0), (4, 0)]
+    assert ctx.recall(3).messages()[1] == {"role": "assistant", "content": "answer 3: 21°C 🙂"}
+    assert ctx.search("question 4")[0].page_index == 4
+    ctx.add({"role": "user", "content": "question 7"})
+    ctx.save()  # the next revision follows the old one
+    assert memci.ContextSystem.load(ctx.storage, counter=write_old_layout.words).storage.page_indices()[-1] == 5
+
+
+def test_a_chat_history_written_before_the_page_log_loads(old: Path) -> None:
+    history = MemciChatMessageHistory("chat", storage=memci.DirectoryStorage(old / "chat_history"))
+    assert [m.content for m in history.messages] == ["hello", "hi there", "weather?", "sunny"]
+    history.add_messages([memci.formats.to_langchain([{"role": "user", "content": "more"}])[0]])
+    assert [m.content for m in history.messages][-1] == "more"
+
+
+async def test_a_session_written_before_the_page_log_loads(old: Path) -> None:
+    session = MemciSession("s", storage=memci.DirectoryStorage(old / "session"))
+    assert [item["content"] for item in await session.get_items()] == ["a", "b", "c", "e"]
+    assert (await session.pop_item()) == {"role": "user", "content": "e"}
+    assert [item["content"] for item in await session.get_items()] == ["a", "b", "c"]
+
+
+def test_the_writers_write_what_they_wrote_before_the_page_log(tmp_path: Path) -> None:
+    """Every page byte for byte, every state the same JSON value (one key of the session's state,
+    ``forgotten_through``, now sits with the other head keys)."""
+    write_old_layout.context_system(tmp_path / "context_system")
+    write_old_layout.chat_history(tmp_path / "chat_history")
+    asyncio.run(write_old_layout.session(tmp_path / "session"))
+    for store in ("context_system", "chat_history", "session"):
+        old_pages = sorted((OLD / store / "pages").iterdir())
+        new_pages = sorted((tmp_path / store / "pages").iterdir())
+        assert [p.name for p in new_pages] == [p.name for p in old_pages], store
+        for old_page, new_page in zip(old_pages, new_pages, strict=True):
+            assert new_page.read_bytes() == old_page.read_bytes(), new_page
+        old_state = json.loads((OLD / store / "state.json").read_text("utf-8"))
+        assert json.loads((tmp_path / store / "state.json").read_text("utf-8")) == old_state, store
+    assert (tmp_path / "context_system" / "state.json").read_bytes() == (
+        OLD / "context_system" / "state.json"
+    ).read_bytes()
