@@ -16,6 +16,9 @@ export PYO3_PYTHON := $(abspath $(PY))
 # The documentation site, strict: a warning (a broken link or anchor, an unresolved API reference)
 # fails the build. Not --quiet: mkdocs counts the warnings strict mode stops on only when it logs them.
 DOCS_BUILD = NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+# The frameworks' own test suites on memci's adapters (tests/peer_suites/run.py): their sdists are
+# fetched once with pip into a cache outside the repository.
+PEER_SUITES = $(PY) tests/peer_suites/run.py
 PYLIBDIR = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')
 
 .PHONY: help
@@ -62,11 +65,16 @@ postgres-server: ## Install PostgreSQL with apt-get if it is missing (the tests 
 		echo "PostgreSQL could not be installed: the PostgresStorage tests will be skipped"
 
 .PHONY: test
-test: build-dev lint redis-server postgres-server ## Build, lint, cargo tests, pytest (benches once, untimed), the docs site (strict), the sdist check
+test: build-dev lint redis-server postgres-server ## Build, lint, cargo tests, pytest (benches once, untimed), the peer suites, the docs site (strict), the sdist check
 	LD_LIBRARY_PATH=$(PYLIBDIR) cargo test -q
 	$(BIN)/pytest -q
+	$(PEER_SUITES) --make-test
 	$(DOCS_BUILD)
 	$(MAKE) sdist-check
+
+.PHONY: peer-suites
+peer-suites: build-dev ## The frameworks' own test suites (fetched sdists), native vs memci's class; make test runs all but the longest
+	$(PEER_SUITES)
 
 .PHONY: docs
 docs: build-dev ## Build the documentation site into site/ (mkdocs-material + mkdocstrings, strict: a broken link fails)

@@ -19,6 +19,7 @@ __all__ = [
     "MissingExtraError",
     "PageError",
     "PositionError",
+    "SessionClosedError",
     "StateError",
     "StorageError",
     "SummaryError",
@@ -103,6 +104,11 @@ class MissingExtraError(MemciError, ModuleNotFoundError):
     def __init__(self, message: str, *, extra: str, name: str | None = None) -> None:
         super().__init__(message, name=name)
         self.extra = extra
+
+
+class SessionClosedError(StorageError, RuntimeError):
+    """A framework session (``MemciSession``) used after its ``close()``. Also a ``RuntimeError``,
+    which is what the framework's own sessions raise then."""
 
 
 def shown(value: object, limit: int = 60) -> str:

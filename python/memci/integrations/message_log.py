@@ -205,6 +205,30 @@ class MessageLog:
             popped: Message | None = self._retried(change)
             return popped
 
+    def replace(self, messages: list[Message]) -> None:
+        """Make ``messages`` the whole log in one commit: they are written as one page and every
+        older page is deleted in the same commit (a compaction's replacement). O(len(messages))."""
+        batch = list(messages)
+
+        def change() -> None:
+            log = self._log
+            through = log.head.pages_through
+            index = through + 1
+            runs = [[index, index, len(batch)]] if batch else []
+            if batch:
+                log.stage(ArchivedPage(index, tuple(batch)).to_dict())
+            try:
+                log.commit(self._body(runs), pages_through=index if batch else through, forgotten_through=through)
+            except BaseException:
+                if batch:
+                    log.unstage()
+                raise
+            self._runs, self._sizes = runs, ({index: len(batch)} if batch else {})
+            self._messages = list(batch)
+
+        with self._lock:
+            self._retried(change)
+
     def clear(self) -> None:
         """Forget every message: the pages are deleted in the commit that empties the log."""
 

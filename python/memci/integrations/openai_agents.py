@@ -30,6 +30,7 @@ from memci._optional import needs_extra
 
 with needs_extra("openai-agents", __name__):
     from agents.items import TResponseInputItem
+    from agents.memory.session import _CompactionSnapshot
     from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
     from agents.tool import FunctionTool, Tool
     from agents.tool_context import ToolContext
@@ -38,8 +39,9 @@ from memci.array import MessageArray
 from memci.context.async_system import AnySummarizer, AsyncContextSystem
 from memci.context.contents import ArchivePolicy
 from memci.context.recall import LIST_PAGES, RECALL_PAGE, tool_definitions
-from memci.errors import ConflictError, InvalidOperationError, StateError
+from memci.errors import ConflictError, InvalidMessageError, InvalidOperationError, SessionClosedError, StateError
 from memci.formats import dumped
+from memci.integrations.any_loop_lock import AnyLoopLock
 from memci.integrations.message_log import MessageLog
 from memci.storage.async_protocol import AsyncStorage, is_async_store
 from memci.storage.bridge import LoopRunner, in_worker, sync_view
@@ -56,6 +58,71 @@ T = TypeVar("T")
 
 HISTORY_KIND = "memci.integrations.openai_agents.history"
 """The ``kind`` of a full-history session's saved state (a paged session's is the context system's)."""
+
+
+OPAQUE_TYPE = "memci.opaque"
+"""The ``type`` of the envelope an opaque item is stored in (see :func:`_stored`)."""
+
+
+def _stored(item: Any) -> Any:
+    """The form an item is stored in: an SDK object as its ``model_dump``; an item with neither a
+    ``role`` nor a ``type`` (another wrapper's own record: ``EncryptedSession``'s
+    ``{"__enc__": 1, ...}``) kept verbatim inside ``{"type": "memci.opaque", "item": ...}``, an item
+    type the array keeps as it is. An item already of that type is wrapped too, so reading is exact."""
+    item = dumped(item)
+    if isinstance(item, dict) and (("role" not in item and "type" not in item) or item.get("type") == OPAQUE_TYPE):
+        return {"type": OPAQUE_TYPE, "item": item}
+    return item
+
+
+def _opaque_where_unreadable(batch: list[Any]) -> list[Any]:
+    """``batch`` once the array refused it: each item it refuses on its own (a message without its
+    role, a ``function_call`` without its ``call_id``: JSON all the same, which the SDK's sessions
+    store) goes into an opaque envelope too. A value that is not JSON still fails, in its envelope,
+    with its path. O(len(batch))."""
+    readable = []
+    for item in batch:
+        try:
+            MessageArray([item])
+        except InvalidMessageError:
+            readable.append({"type": OPAQUE_TYPE, "item": item})
+        else:
+            readable.append(item)
+    return readable
+
+
+async def _written(write: Callable[[list[Any]], Awaitable[T]], batch: list[Any]) -> T:
+    """``write(batch)``; if the array refuses an item (nothing was written then), ``write`` again
+    with the items it cannot read kept opaque (:func:`_opaque_where_unreadable`)."""
+    try:
+        return await write(batch)
+    except InvalidMessageError:
+        return await write(_opaque_where_unreadable(batch))
+
+
+def _given(item: Any) -> Any:
+    """An item as it was added: the inverse of :func:`_stored`."""
+    if isinstance(item, dict) and item.get("type") == OPAQUE_TYPE:
+        return item["item"]
+    return item
+
+
+async def _settled(work: Awaitable[T]) -> T:
+    """Await a write through to its outcome even when the caller is cancelled meanwhile, then
+    raise the ``CancelledError``: a cancelled write has landed or failed before the caller hears of
+    the cancellation, never after (as the SDK's own sessions do)."""
+    task = asyncio.ensure_future(work)
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait([task])
+        except asyncio.CancelledError as error:
+            cancelled = cancelled or error
+    if cancelled is not None:
+        if not task.cancelled():
+            task.exception()  # retrieved: the cancellation is what the caller hears of
+        raise cancelled
+    return task.result()
 
 
 def _limited(items: list[Any], limit: int | None) -> list[Any]:
@@ -131,6 +198,22 @@ class _History:
                 self.items = MessageArray()
 
         await in_worker(self._loop, work)
+
+    async def rewrite(self, items: list[dict[str, Any]]) -> None:
+        """The whole history becomes ``items``: one commit that writes them as one page and
+        forgets every older page (a compaction's replacement). O(len(items))."""
+        array = MessageArray(items)  # checks every item first (all or nothing)
+
+        def work() -> None:
+            self.log.replace(items)
+            if not self._rebuilt():
+                self.items = array
+
+        try:
+            await in_worker(self._loop, work)
+        except BaseException:
+            self._generation = -1  # read whole again at the next call
+            raise
 
 
 class _Paged:
@@ -244,27 +327,36 @@ class MemciSession:
             self._paged = _Paged(store, storage, options, summarizer)
         else:
             self._history = _History(storage)
-        self._lock: asyncio.Lock | None = None
-        self._lock_loop: asyncio.AbstractEventLoop | None = None
+        self._lock = AnyLoopLock()  # one session object may serve several threads, each with its loop
+        self._closed = False
 
     def __repr__(self) -> str:
         mode = ", paged=True" if self.paged else ""
         return f"MemciSession({self.session_id!r}, storage={self.storage!r}{mode})"
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionClosedError("MemciSession is closed", self.session_id)
+
     async def _serialised(self, work: Callable[[], Awaitable[T]]) -> T:
-        """Run ``work`` alone among this session's calls (one lock per event loop: ``run_sync``
-        runs each call on a loop of its own), again after a :class:`~memci.ConflictError`
-        (another writer saved first: reload, redo), by the page log's one policy."""
-        loop = asyncio.get_running_loop()
-        if self._lock is None or self._lock_loop is not loop:
-            self._lock, self._lock_loop = asyncio.Lock(), loop
+        """Run ``work`` alone among this session's calls, from whatever thread and event loop
+        (``run_sync`` runs each call on a loop of its own), again after a
+        :class:`~memci.ConflictError` (another writer saved first: reload, redo), by the page log's
+        one policy."""
+        self._check_open()
         async with self._lock:
+            self._check_open()
             for wait in CONFLICTS.waits():
                 try:
                     return await work()
                 except ConflictError:
                     await asyncio.sleep(wait)
             return await work()  # the last try: its ConflictError goes to the caller
+
+    async def _write(self, work: Callable[[], Awaitable[T]]) -> T:
+        """:meth:`_serialised`, settled: a cancelled caller hears of it once the write is done."""
+        self._check_open()
+        return await _settled(self._serialised(work))
 
     # ---- the Session protocol ------------------------------------------------------------------------
 
@@ -299,31 +391,34 @@ class MemciSession:
             finally:
                 items.rollback(checkpoint)
 
-        return await self._serialised(work)
+        return [_given(item) for item in await self._serialised(work)]
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Add items at the end, all or none (a bad item raises a ``MemciError`` naming it). Full
+        """Add items at the end, all or none: any JSON item, as the SDK's sessions take it (one
+        memci cannot read as a message is kept verbatim; a value that is not JSON raises
+        ``InvalidMessageError`` naming it, and nothing is added). Full
         history: one commit of the new items and a small state, O(len(items)); paged: the window
         takes them (a batch holding a user message then ends the round), then the system is saved.
         SDK objects are taken as their ``model_dump``, as everywhere in memci."""
+        self._check_open()  # before the empty batch's early return, as the SDK's sessions do
         if not isinstance(items, list | tuple):
             raise InvalidOperationError(f"add_items: items must be a list of items, got {type(items).__name__}")
-        batch: list[Any] = [dumped(item) for item in items]  # an SDK object as the dict it sends
+        batch: list[Any] = [_stored(item) for item in items]
         if not batch:
             return
 
         async def work() -> None:
             if self._paged is not None:
                 ctx = await self._paged.refresh()
-                await ctx.feed(batch)  # all or nothing; a user request ends the round first
+                await _written(ctx.feed, batch)  # all or nothing; a user request ends the round first
                 await self._paged.saved(ctx)
                 return
             history = self._history
             assert history is not None
             await history.refresh()
-            await history.add(batch)
+            await _written(history.add, batch)
 
-        await self._serialised(work)
+        await self._write(work)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item; None when there is none (paged: none in the window,
@@ -342,7 +437,7 @@ class MemciSession:
             await history.refresh()
             return await history.pop()
 
-        return await self._serialised(work)
+        return cast("TResponseInputItem | None", _given(await self._write(work)))
 
     async def clear_session(self) -> None:
         """Forget every item of this session (its stored pages are deleted in the same commit)."""
@@ -358,7 +453,73 @@ class MemciSession:
             await history.refresh()
             await history.clear()
 
-        await self._serialised(work)
+        await self._write(work)
+
+    # ---- the SDK's compaction protocol -----------------------------------------------------------------
+    # ``OpenAIResponsesCompactionSession`` looks these up on the session it wraps: a bounded read of
+    # the newest items with an atomic replacement of their suffix (automatic partial compaction), and
+    # an atomic replacement of the whole history (manual compaction). A subclass may transform what
+    # it adds or returns, so, as the SDK's own sessions do, only this class itself offers them; a
+    # paged session does neither (its window is not the stored history).
+
+    def _compacts(self) -> bool:
+        return type(self) is MemciSession and self._history is not None
+
+    async def _get_compaction_snapshot(
+        self, limit: int, *, prune_prefix: Callable[[TResponseInputItem], bool] | None = None
+    ) -> _CompactionSnapshot | None:
+        """The newest ``limit`` items, whether they are the whole history, and a
+        ``replace_suffix(start, output)`` that swaps ``items[start:]`` for ``output`` in one commit
+        if that suffix is still the newest stored (else False, nothing changed). ``prune_prefix``
+        drops the leading stored items it accepts in the same commit (an expired envelope)."""
+        if not self._compacts():
+            return None
+        history = self._history
+        assert history is not None
+
+        async def read() -> list[Any]:
+            await history.refresh()
+            return [_given(item) for item in history.items.messages()]
+
+        stored = await self._serialised(read)
+        items = stored[max(0, len(stored) - limit) :] if limit > 0 else []
+
+        async def replace_suffix(start: int, output: list[TResponseInputItem]) -> bool:
+            expected = items[start:]
+            if not expected:
+                return False
+
+            async def work() -> bool:
+                await history.refresh()
+                current = [_given(item) for item in history.items.messages()]
+                kept = len(current) - len(expected)
+                if kept < 0 or current[kept:] != expected:
+                    return False
+                first = 0
+                while prune_prefix is not None and first < kept and prune_prefix(current[first]):
+                    first += 1
+                await _written(history.rewrite, [_stored(item) for item in [*current[first:kept], *output]])
+                return True
+
+            return await self._write(work)
+
+        return _CompactionSnapshot(items, len(items) == len(stored), replace_suffix)
+
+    async def _atomic_replace_items(self, items: list[TResponseInputItem]) -> bool:
+        """Replace the whole history by ``items`` in one commit; False (nothing done) where this
+        session does not offer it (see above): the SDK then clears and adds."""
+        if not self._compacts():
+            return False
+        history = self._history
+        assert history is not None
+        batch = [_stored(item) for item in items]
+
+        async def work() -> bool:
+            await history.refresh()
+            await _written(history.rewrite, batch)
+            return True
+
+        return await self._write(work)
 
     # ---- the paged mode's tools ----------------------------------------------------------------------
 
@@ -395,6 +556,8 @@ class MemciSession:
         ]
 
     def close(self) -> None:
-        """Close the store this session opened (a ``storage=`` given is the caller's to close)."""
+        """Close the store this session opened (a ``storage=`` given is the caller's to close);
+        every later call raises :class:`~memci.SessionClosedError` (a ``RuntimeError``)."""
+        self._closed = True
         if self._owns_store:
             self.storage.close()

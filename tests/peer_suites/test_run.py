@@ -1,0 +1,48 @@
+"""tests/peer_suites/run.py: reading a suite's JUnit report, the verdict, and the reviewed list."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from peer_suites import run
+
+REPORT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" tests="5">
+<testcase classname="tests.memory.test_session" name="test_plain" file="tests/memory/test_session.py" line="1"/>
+<testcase classname="tests.memory.test_session.TestGroup" name="test_in_class[a]" file="tests/memory/test_session.py"
+  line="9"><failure message="boom">trace</failure></testcase>
+<testcase classname="tests.test_x" name="test_skipped" file="tests/test_x.py" line="3"><skipped message="n"/>
+</testcase>
+<testcase classname="tests.test_x" name="test_error" file="tests/test_x.py" line="4"><error message="e"/></testcase>
+</testsuite></testsuites>
+"""
+
+
+def test_outcomes_are_keyed_by_node_id(tmp_path: Path) -> None:
+    report = tmp_path / "report.xml"
+    report.write_text(REPORT)
+    assert run.outcomes(report) == {
+        "tests/memory/test_session.py::test_plain": "passed",
+        "tests/memory/test_session.py::TestGroup::test_in_class[a]": "failure",
+        "tests/test_x.py::test_skipped": "skipped",
+        "tests/test_x.py::test_error": "error",
+    }
+
+
+def test_the_verdict_is_what_the_native_passes_and_memci_does_not_outside_the_reviewed() -> None:
+    native = {"a": "passed", "b": "passed", "c": "passed", "d": "failure", "e": "passed"}
+    memci = {"a": "passed", "b": "failure", "c": "error", "d": "failure"}  # e did not run on memci
+    assert run.verdict(native, memci, {"c": "internals: reads a private table"}) == ["b", "e"]
+    assert run.verdict(native, native, {}) == []
+
+
+def test_every_reviewed_entry_names_a_known_suite_and_gives_its_reason() -> None:
+    with run.REVIEWED.open("rb") as file:
+        table = tomllib.load(file)
+    assert set(table) <= {suite.name for suite in run.SUITES}
+    assert run.reviewed() == table  # each reason begins with its kind
+    for entries in table.values():
+        for test, reason in entries.items():
+            assert "::" in test
+            assert len(reason.split(": ", 1)[1]) > 10
