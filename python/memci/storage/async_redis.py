@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memci._optional import needs_extra
-from memci.errors import StorageError
+from memci.errors import StorageError, repr_of
 from memci.storage.async_json_store import AsyncJsonStore, existing_pages
 from memci.storage.json_store import COMMIT_ATTEMPTS, Commit
 from memci.storage.redis import (
@@ -66,7 +66,7 @@ class AsyncRedisStorage(AsyncJsonStore):
         )
 
     def __repr__(self) -> str:
-        return f"AsyncRedisStorage({client_place(self._client)!r}, prefix={self.prefix!r})"
+        return f"AsyncRedisStorage({client_place(self._client)!r}, prefix={repr_of(self.prefix)})"
 
     def _where(self, index: int | None = None) -> str:
         return f"{self!r}: " + ("state" if index is None else f"page {index}")

@@ -279,7 +279,7 @@ class PostgresTarget:
         self._errors, self._unsure = psycopg.Error, psycopg.OperationalError
 
     def __repr__(self) -> str:
-        namespace = f", namespace={self.namespace!r}" if self.namespace else ""
+        namespace = f", namespace={repr_of(self.namespace)}" if self.namespace else ""
         return f"{type(self).__name__}({self._place!r}{namespace})"
 
     def _where(self, index: int | None = None) -> str:

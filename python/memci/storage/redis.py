@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memci._optional import needs_extra
-from memci.errors import StorageError
+from memci.errors import StorageError, repr_of
 from memci.storage.arguments import check_name, url_shown
 from memci.storage.json_store import COMMIT_ATTEMPTS, Commit, JsonStore
 
@@ -206,7 +206,7 @@ class RedisStorage(JsonStore):
             self._call("cannot upgrade the store", lambda: self._client.set(key, SCHEMA_VERSION))
 
     def __repr__(self) -> str:
-        return f"RedisStorage({client_place(self._client)!r}, prefix={self.prefix!r})"
+        return f"RedisStorage({client_place(self._client)!r}, prefix={repr_of(self.prefix)})"
 
     def _where(self, index: int | None = None) -> str:
         return f"{self!r}: " + ("state" if index is None else f"page {index}")

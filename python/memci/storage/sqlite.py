@@ -213,7 +213,7 @@ class SqliteStorage(JsonStore):
             self._conn.execute("INSERT INTO memci_schema (version) VALUES (?)", (SCHEMA_VERSION,))
 
     def __repr__(self) -> str:
-        namespace = f", namespace={self.namespace!r}" if self.namespace else ""
+        namespace = f", namespace={repr_of(self.namespace)}" if self.namespace else ""
         return f"SqliteStorage({str(self.path)!r}{namespace})"
 
     @contextmanager
