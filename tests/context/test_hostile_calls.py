@@ -46,13 +46,13 @@ def answered(ctx: memci.ContextSystem, call: object) -> str:
         text = answer["content"]
     assert isinstance(text, str)
     assert len(text) <= memci.context.attp.MAX_RESULT_CHARS + 100, "an answer stays within its bound"
-    if "Refused" in text and OVER_BUDGET not in text:
+    if "Refused" in text:  # for what the call asks or for the size of its answer
         assert ctx.state()["contents"] == before["contents"], "a refused call changes nothing"
     return text
 
 
-#: The words of a refusal for the answer's size once the calls ran: their recalls count (the pages
-#: were read), as they do for an answer that is sent.
+#: The words of a refusal for the answer's size, found once the pages were read: the answer is
+#: built before any recall counts, so no recall counts then.
 OVER_BUDGET = "tokens an answer may hold"
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "is_recall_call",
     "is_tool_result",
     "parse_call",
+    "sized_answer",
     "tool_definitions",
 ]
 
@@ -451,21 +452,25 @@ def _oversize(text: str) -> str | None:
     return f"{count} tokens" if count > ANSWER_MAX_TOKENS else None
 
 
-def _attp_answer(request: Request, results: Sequence[ToolResult], failure: str | None) -> str:
+def _attp_answer(request: Request, results: Sequence[ToolResult], failure: str | None) -> tuple[str, bool]:
+    """The ATTP result text, and whether it is a refusal for its size."""
     if request.refusal is not None:
-        return attp.result_text("refused", message=_refusal_text(request.refusal))
+        return attp.result_text("refused", message=_refusal_text(request.refusal)), False
     if request.program is None:
-        return attp.result_text("skipped", message="the tool_call status is fail: nothing was run")
+        return attp.result_text("skipped", message="the tool_call status is fail: nothing was run"), False
     if failure is not None:
-        return attp.result_text("error", message=failure)
+        return attp.result_text("error", message=failure), False
     data = [_data(r) for r in results]
     chars = request.program.result_chars([len(attp.json_text(d)) for d in data])
     whole = request.program.size.uses == {0: 1}
     if chars > attp.MAX_RESULT_CHARS:  # refused before the result is built, however it is shared
-        return attp.result_text("refused", message=_over_budget(f"{chars} characters long", results, whole=whole))
+        refusal = _over_budget(f"{chars} characters long", results, whole=whole)
+        return attp.result_text("refused", message=refusal), True
     text = attp.result_text("success", result=attp.json_text(request.program.result(data)))
     size = _oversize(text)
-    return text if size is None else attp.result_text("refused", message=_over_budget(size, results, whole=whole))
+    if size is None:
+        return text, False
+    return attp.result_text("refused", message=_over_budget(size, results, whole=whole)), True
 
 
 def answer(request: Request, results: Sequence[ToolResult], failure: str | None = None) -> Message:
@@ -474,8 +479,16 @@ def answer(request: Request, results: Sequence[ToolResult], failure: str | None 
     An answer holds at most :data:`ANSWER_MAX_TOKENS` tokens: a longer one is refused (a short
     text saying how to ask for less), its length checked before it is built, a value the code
     uses twice counted twice. O(results + answer)."""
+    return sized_answer(request, results, failure)[0]
+
+
+def sized_answer(request: Request, results: Sequence[ToolResult], failure: str | None = None) -> tuple[Message, bool]:
+    """:func:`answer`, and whether it is a refusal for its size: the system builds the answer
+    before it counts any recall, so an answer refused for its size changes nothing."""
     if request.format == "attp":
-        return {"role": "user", "content": _text(_attp_answer(request, results, failure))}
+        text, oversized = _attp_answer(request, results, failure)
+        return {"role": "user", "content": _text(text)}, oversized
+    oversized = False
     if request.refusal is not None:
         text, error = _text(_refusal_text(request.refusal)), True
     elif failure is not None:
@@ -483,7 +496,12 @@ def answer(request: Request, results: Sequence[ToolResult], failure: str | None 
     else:
         text = attp.json_text(_data(results[0]))  # linear in the page the system stored
         size = _oversize(text)
+        oversized = size is not None
         text, error = (text, False) if size is None else (_over_budget(size, results, whole=True), True)
+    return _native_answer(request, text, error), oversized
+
+
+def _native_answer(request: Request, text: str, error: bool) -> Message:
     if request.format == "openai":
         return {"role": "tool", "tool_call_id": request.reply_to, "content": text}
     if request.format == "responses":

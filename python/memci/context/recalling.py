@@ -32,6 +32,10 @@ __all__ = ["Recalling"]
 log = logging.getLogger("memci.context")
 
 
+#: What a recall tool call needs, read before anything counts.
+_Read = ListPages | InWindow | tuple[int, ArchivedPage]
+
+
 class Recalling(SystemParts):
     """Recall, the recall tools and search over a context system's archive. The system's parts are
     the subclass's (:class:`~memci.ContextSystem`); this half reads them and counts recalls."""
@@ -132,17 +136,28 @@ class Recalling(SystemParts):
         the model asked for it. Calls of anything else are refused in the result.
 
         The call is parsed and checked whole (:func:`memci.context.recall.parse_call`), its tool
-        calls run in order under the lock, and the answer is written from their results."""
+        calls run in order under the lock, all or none: every page is checked and read, and the
+        answer is built, before any recall counts, so a call that fails, or an answer refused for
+        its size, changes nothing."""
         request = recall.parse_call(call)
         with self._lock:
-            results, failure = self._run_tools(request.calls)
-        return recall.answer(request, results, failure)
+            reads, failure = self._read_tools(request.calls)
+            if failure is not None:
+                return recall.answer(request, [], failure)
+            message, oversized = recall.sized_answer(request, self._results(reads, count=False))
+            recalls = any(isinstance(read, tuple) for read in reads)
+            if oversized or not recalls:
+                return message
+            results = self._results(reads, count=True)
+            if any(isinstance(read, ListPages) for read in reads):
+                message = recall.answer(request, results)  # a listing shows the counts just made
+        return message
 
-    def _run_tools(self, calls: Sequence[ToolCall]) -> tuple[list[ToolResult], str | None]:
-        """Run the recall tools' calls, all or none: every page is checked and read first, and only
-        when all of them can be does any recall count, in order. The results, or none and the
-        error of the first call that cannot run (a page that does not exist, or is not stored)."""
-        reads: list[ListPages | InWindow | tuple[int, ArchivedPage]] = []
+    def _read_tools(self, calls: Sequence[ToolCall]) -> tuple[list[_Read], str | None]:
+        """Check and read what the recall tools' calls need, counting nothing: every page first.
+        The reads, or none and the error of the first call that cannot run (a page that does not
+        exist, or is not stored)."""
+        reads: list[_Read] = []
         try:
             for call in calls:
                 if isinstance(call, ListPages):
@@ -154,15 +169,22 @@ class Recalling(SystemParts):
                     reads.append((index, self._stored(index)))
         except PageError as e:
             return [], str(e)
+        return reads, None
+
+    def _results(self, reads: Sequence[_Read], *, count: bool) -> list[ToolResult]:
+        """The results of the calls read, in order; ``count``: each archived page's recall counts
+        (else the results are only read)."""
         results: list[ToolResult] = []
         for read in reads:
             if isinstance(read, ListPages):
                 results.append(self._archive.listing(self._round, read.limit))
             elif isinstance(read, InWindow):
                 results.append(read)
-            else:
+            elif count:
                 results.append(self._count_recall(*read))
-        return results, None
+            else:
+                results.append(Page.of(read[0], read[1].messages))
+        return results
 
     def is_recall_call(self, call: object) -> bool:
         """True when ``call`` is for the recall tools (send it to :meth:`handle_tool_call`)."""
