@@ -30,6 +30,12 @@ def test_outcomes_are_keyed_by_node_id(tmp_path: Path) -> None:
     }
 
 
+def test_a_run_that_wrote_no_report_has_no_outcome(tmp_path: Path) -> None:
+    assert run.outcomes(tmp_path / "missing.xml") == {}
+    native = {"a": "passed"}
+    assert run.verdict(native, run.outcomes(tmp_path / "missing.xml"), {}) == ["a"]
+
+
 def test_the_verdict_is_what_the_native_passes_and_memci_does_not_outside_the_reviewed() -> None:
     native = {"a": "passed", "b": "passed", "c": "passed", "d": "failure", "e": "passed"}
     memci = {"a": "passed", "b": "failure", "c": "error", "d": "failure"}  # e did not run on memci
