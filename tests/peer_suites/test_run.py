@@ -5,6 +5,8 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from peer_suites import run
 
 REPORT = """<?xml version="1.0" encoding="utf-8"?>
@@ -52,3 +54,15 @@ def test_every_reviewed_entry_names_a_known_suite_and_gives_its_reason() -> None
         for test, reason in entries.items():
             assert "::" in test
             assert len(reason.split(": ", 1)[1]) > 10
+
+
+def test_a_reviewed_entry_without_a_known_kind_of_reason_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listed = tmp_path / "reviewed.toml"
+    listed.write_text('[suite]\n"tests/test_x.py::test_a" = "it fails on memci"\n')
+    monkeypatch.setattr(run, "REVIEWED", listed)
+    with pytest.raises(SystemExit, match=r"\[suite\] tests/test_x.py::test_a: a reason begins with one of"):
+        run.reviewed()
+    listed.write_text('[suite]\n"tests/test_x.py::test_a" = "unmapped: gives an option memci does not take"\n')
+    assert run.reviewed() == {"suite": {"tests/test_x.py::test_a": "unmapped: gives an option memci does not take"}}
