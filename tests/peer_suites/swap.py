@@ -17,7 +17,7 @@ def side() -> str:
     return chosen
 
 
-def rebind(name: str, native: type, replacement: type, root: Path) -> int:
+def rebind(name: str, native: object, replacement: object, root: Path) -> int:
     """Bind ``name`` to ``replacement`` in every imported module under ``root`` (the suite's
     sources) where it is bound to ``native``. Run after collection: the test bodies look their
     globals up when they run. Returns how many modules were changed."""

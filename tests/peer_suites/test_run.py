@@ -5,6 +5,8 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from peer_suites import run
 
 REPORT = """<?xml version="1.0" encoding="utf-8"?>
@@ -30,6 +32,12 @@ def test_outcomes_are_keyed_by_node_id(tmp_path: Path) -> None:
     }
 
 
+def test_a_run_that_wrote_no_report_has_no_outcome(tmp_path: Path) -> None:
+    assert run.outcomes(tmp_path / "missing.xml") == {}
+    native = {"a": "passed"}
+    assert run.verdict(native, run.outcomes(tmp_path / "missing.xml"), {}) == ["a"]
+
+
 def test_the_verdict_is_what_the_native_passes_and_memci_does_not_outside_the_reviewed() -> None:
     native = {"a": "passed", "b": "passed", "c": "passed", "d": "failure", "e": "passed"}
     memci = {"a": "passed", "b": "failure", "c": "error", "d": "failure"}  # e did not run on memci
@@ -46,3 +54,15 @@ def test_every_reviewed_entry_names_a_known_suite_and_gives_its_reason() -> None
         for test, reason in entries.items():
             assert "::" in test
             assert len(reason.split(": ", 1)[1]) > 10
+
+
+def test_a_reviewed_entry_without_a_known_kind_of_reason_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listed = tmp_path / "reviewed.toml"
+    listed.write_text('[suite]\n"tests/test_x.py::test_a" = "it fails on memci"\n')
+    monkeypatch.setattr(run, "REVIEWED", listed)
+    with pytest.raises(SystemExit, match=r"\[suite\] tests/test_x.py::test_a: a reason begins with one of"):
+        run.reviewed()
+    listed.write_text('[suite]\n"tests/test_x.py::test_a" = "unmapped: gives an option memci does not take"\n')
+    assert run.reviewed() == {"suite": {"tests/test_x.py::test_a": "unmapped: gives an option memci does not take"}}
