@@ -29,7 +29,8 @@ with needs_extra("llama-index", __name__):
     from llama_index.core.bridge.pydantic import PrivateAttr
     from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
 
-from memci.errors import ConflictError, InvalidOperationError, StorageError
+from memci.errors import InvalidOperationError, StorageError
+from memci.storage.log import CONFLICTS
 from memci.storage.memory import MemoryStorage
 from memci.storage.protocol import Storage
 
@@ -37,9 +38,6 @@ __all__ = ["STORE_KIND", "MemciChatStore"]
 
 #: The ``kind`` of a session's state in its memci store.
 STORE_KIND = "memci.llama_index.chat_store"
-#: Writes retried after another writer's save (each after a reload).
-CONFLICT_RETRIES = 20
-
 #: One stored message: its status and its ``ChatMessage.model_dump(mode="json")``.
 Row = dict[str, Any]
 
@@ -68,23 +66,19 @@ class _Session:
 
     def change(self, edit: Callable[[list[Row]], Any]) -> Any:
         """Apply ``edit`` to a copy of the rows and save them as one commit; after another
-        writer's save, reload and apply it again. Returns what ``edit`` returns."""
+        writer's save, reload and apply it again, by the page log's one conflict policy
+        (:data:`~memci.storage.log.CONFLICTS`). Returns what ``edit`` returns."""
         with self.lock:
-            for attempt in range(CONFLICT_RETRIES + 1):
+
+            def attempt() -> Any:
                 rows = list(self.rows)
                 result = edit(rows)
                 revision = self.revision + 1
-                state = {"version": 1, "kind": STORE_KIND, "revision": revision, "messages": rows}
-                try:
-                    self.storage.save_state(state)
-                except ConflictError:
-                    if attempt == CONFLICT_RETRIES:
-                        raise
-                    self.load()
-                    continue
+                self.storage.save_state({"version": 1, "kind": STORE_KIND, "revision": revision, "messages": rows})
                 self.revision, self.rows = revision, rows
                 return result
-        return None  # pragma: no cover - the loop returns or raises
+
+            return CONFLICTS.run(attempt, self.load)
 
     def fresh(self) -> list[Row]:
         """The rows, reloaded when another writer saved since (one state read)."""
