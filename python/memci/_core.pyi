@@ -127,6 +127,10 @@ class PageWindow:
         """The active pages' indices, oldest first."""
     def messages(self) -> list[_Message]:
         """The window in order: the system chapter, then the active pages."""
+    def tokens_without_oldest(self, encoding: str, thinking: str | None = None) -> list[int]:
+        """For each k from 0 to the number of active pages, the tokens of the window with its k
+        oldest pages left out, sent as one request (what ``memci.tokens.count_messages`` gives
+        them), from per-message counts the window keeps: each message is counted once."""
     @property
     def active_count(self) -> int:
         """Pages in the window; the newest is the open one."""

@@ -1,11 +1,18 @@
-"""What the context system counts its window with: :class:`SystemTokens`."""
+"""What the context system counts its window with: :class:`SystemTokens`.
+
+With an encoding (the default), the window's counts are held by the core's page window, per
+message, counted once: what a window costs with any number of its oldest pages archived is a sum
+over held counts (:meth:`SystemTokens.without_oldest`), so planning under ``max_context_tokens``
+tokenizes nothing already counted. A caller's ``counter`` is a Python callable memci cannot
+memoise (its answer for a message may change): those windows are counted afresh each time.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memci import tokens
+from memci import _core, tokens
 from memci.tokens import Counter
 
 __all__ = ["SystemTokens"]
@@ -37,3 +44,39 @@ class SystemTokens:
 
     def messages(self, messages: Sequence[Mapping[str, Any]]) -> int:
         return tokens.count_messages(messages, self.encoding, counter=self.counter, thinking=self.thinking)
+
+    def contents(self, text: str | None) -> int:
+        """What the contents page adds to a window (0 while it is not sent): the system message
+        it is sent as. It opens no turn and holds no thinking, so it costs the same wherever it
+        stands in the list."""
+        return 0 if text is None else self.text_message(text)
+
+    def without_oldest(self, window: _core.PageWindow) -> Sequence[int]:
+        """Item k: the tokens of ``window`` (its system chapter and active pages, no contents
+        page) with its k oldest active pages left out, as :meth:`messages` counts them. With an
+        encoding, all of them at once from the counts the window holds (O(pages) once each message
+        is counted); with a ``counter``, each item recounted when it is read (O(window))."""
+        if self.counter is None:
+            return window.tokens_without_oldest(self.encoding, self.thinking)
+        return _Recounted(self, window)
+
+
+class _Recounted(Sequence[int]):
+    """:meth:`SystemTokens.without_oldest` by a caller's counter: item k counts the window's
+    messages without its k oldest pages, when it is read."""
+
+    def __init__(self, tokens: SystemTokens, window: _core.PageWindow) -> None:
+        self._tokens = tokens
+        self._messages = window.messages()
+        self._system_len = window.system_len
+        #: Where each active page starts in ``_messages``, and the window's end.
+        self._starts = [self._system_len]
+        for index in window.page_indices():
+            self._starts.append(self._starts[-1] + len(window.page(index)))
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def __getitem__(self, k: Any) -> Any:  # Sequence's overloads: an int (a slice is not used)
+        kept = self._messages[: self._system_len] + self._messages[self._starts[k] :]
+        return self._tokens.messages(kept)

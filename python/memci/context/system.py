@@ -446,14 +446,16 @@ class ContextSystem(Persistent, Recalling):
         contents cap (LRU) to the contents page as they join it; if archiving every page but the
         open one is not enough, drop contents entries too, least recently recalled first (rule
         ``"lru"``). Everything is planned on copies and committed only once it fits. Returns the
-        window when it fitted as it was (None once it changed: it must be assembled again)."""
+        window when it fitted as it was (None once it changed: it must be assembled again).
+        Planning is arithmetic: the window's tokens without its k oldest pages come from the
+        counts it holds (:meth:`SystemTokens.without_oldest`), plus the planned contents page."""
         budget = limit - self._tool_tokens
-        window = self._assemble(self._archive.render())
-        tokens = self._tokens.messages(window)
+        contents = self._archive.render()
+        held = self._tokens.without_oldest(self._window)
+        tokens = held[0] + self._tokens.contents(contents)
         if tokens <= budget:
-            return window
+            return self._assemble(contents)
         indices = self._window.page_indices()
-        pages = {i: self._window.page(i) for i in indices}
         prepared: list[tuple[Page, PageSummary, str]] = []
 
         def plan() -> tuple[ArchiveChapter, list[DroppedEntry], int]:
@@ -463,8 +465,7 @@ class ContextSystem(Persistent, Recalling):
             for page, summary, _ in prepared:
                 chapter.add(self._new_entry(page, summary))
             dropped = chapter.apply_cap(self._round)
-            rest = [m for i in indices[len(prepared) :] for m in pages[i]]
-            return chapter, dropped, self._tokens.messages(self._assemble(chapter.render(), rest))
+            return chapter, dropped, held[len(prepared)] + self._tokens.contents(chapter.render())
 
         chapter = self._archive.copy()
         dropped: list[DroppedEntry] = []
@@ -473,11 +474,11 @@ class ContextSystem(Persistent, Recalling):
             chapter, dropped, tokens = plan()
             if tokens <= budget:
                 break
-        rest = [m for i in indices[len(prepared) :] for m in pages[i]]
         while tokens > budget and chapter.entries:
-            # By each entry's cached cost, then a recount (tokens may merge across entries).
+            # By each entry's cached cost, then a recount of the contents page (tokens may merge
+            # across entries); the pages' counts are held.
             dropped += chapter.drop_least_recent(self._round, tokens - budget)
-            tokens = self._tokens.messages(self._assemble(chapter.render(), rest))
+            tokens = held[len(prepared)] + self._tokens.contents(chapter.render())
         if tokens > budget:
             tools = f" and {self._tool_tokens} tokens of tool definitions" if self._tool_tokens else ""
             if not indices:
@@ -498,7 +499,7 @@ class ContextSystem(Persistent, Recalling):
     def token_count(self) -> int:
         """Tokens of :meth:`build_messages` (without sanitizing), in the system's encoding."""
         with self._lock:
-            return self._tokens.messages(self._assemble(self._archive.render()))
+            return self._tokens.without_oldest(self._window)[0] + self._tokens.contents(self._archive.render())
 
     def count_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """Tokens of ``messages`` in the system's encoding (or by its ``counter``)."""

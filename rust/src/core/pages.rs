@@ -8,6 +8,11 @@
 //! in O(1); detaching a page unlinks its whole run in O(1), which is how a page leaves the window
 //! when it is archived (the archive itself, its contents page and its policies live in Python).
 //!
+//! Beside the nodes, the window keeps each message's token count per encoding, counted once when
+//! first needed (a stored message never changes): the tokens of the window with any number of its
+//! oldest pages left out are then sums over held counts ([`Window::tokens_without_oldest`]), which
+//! is how the context system plans what to archive under a token budget.
+//!
 //! The arena never frees a node, so detached runs become garbage; when garbage outweighs what
 //! the window still holds, the next page opened compacts the arena (copies the live nodes into a
 //! fresh one, O(live)), keeping memory bounded by the window, not by the conversation.
@@ -17,6 +22,9 @@ use std::collections::VecDeque;
 use crate::core::arena::{Arena, Chain, NIL, NodeId};
 use crate::core::error::{Error, Result};
 use crate::core::store::{Incoming, now};
+use crate::core::token_counts::TokenCounts;
+use crate::core::tokens::Encoding;
+use crate::core::turns::{Thinking, opens_turn};
 
 /// Page indices start at 1 and rise by one per page; they are never reused.
 pub type PageIndex = u64;
@@ -29,11 +37,13 @@ pub struct Run {
     pub len: usize,
 }
 
-/// One user interaction: a view over the run of its entries (one entry per node).
+/// One user interaction: a view over the run of its entries (one entry per node), and what its
+/// entries cost per encoding once tallied (forgotten when an entry joins it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Page {
     pub index: PageIndex,
     pub run: Run,
+    tallies: Tallies,
 }
 
 /// Pages over the shared chain, oldest first, in ascending index order.
@@ -77,6 +87,10 @@ pub struct Window {
     system: Option<Run>,
     active: Chapter,
     next_index: PageIndex,
+    /// Token counts of the nodes, by node id (carried over when the arena is compacted).
+    counts: TokenCounts,
+    /// What the system chapter costs per encoding, once tallied.
+    system_tallies: Tallies,
 }
 
 impl Default for Window {
@@ -87,6 +101,8 @@ impl Default for Window {
             system: None,
             active: Chapter::default(),
             next_index: 1,
+            counts: TokenCounts::default(),
+            system_tallies: Tallies::default(),
         }
     }
 }
@@ -147,6 +163,7 @@ impl Window {
 
     /// Replace the system chapter with `incoming` (may be empty), at the front of the chain.
     pub fn set_system(&mut self, incoming: &Incoming) {
+        self.system_tallies = Tallies::default();
         if let Some(old) = self.system.take() {
             self.chain.unlink_run(&mut self.arena, old.head, old.tail, old.len);
         }
@@ -183,7 +200,11 @@ impl Window {
         };
         self.chain
             .link_run_after(&mut self.arena, self.chain.tail, run.head, run.tail, run.len);
-        self.active.pages.push_back(Page { index, run });
+        self.active.pages.push_back(Page {
+            index,
+            run,
+            tallies: Tallies::default(),
+        });
         self.next_index = index + 1;
         Ok(())
     }
@@ -204,6 +225,7 @@ impl Window {
         let page = self.active.pages.back_mut().expect("checked above");
         page.run.tail = run.tail;
         page.run.len += run.len;
+        page.tallies = Tallies::default();
         Ok(open.index)
     }
 
@@ -257,6 +279,93 @@ impl Window {
         ids
     }
 
+    /// For each `k` in `0..=pages`, the tokens of the window with its `k` oldest active pages left
+    /// out, sent as one request: each message's count, less the thinking of earlier turns with
+    /// [`Thinking::DropEarlier`] (before the last message of that list that opens a user turn),
+    /// plus the reply priming when the list is not empty. Exactly what counting those messages
+    /// afresh gives. Pages not tallied yet (new ones, and the open page after a join) are tallied
+    /// now, their messages counted once (on all cores when there are many); then O(pages)
+    /// additions, no tokenizing.
+    pub fn tokens_without_oldest(&mut self, encoding: Encoding, thinking: Thinking) -> Vec<u64> {
+        self.tally_all(encoding);
+        let e = encoding.index();
+        let system = self.system_tallies[e].unwrap_or_default();
+        let pages: Vec<Tally> = self.active.iter().map(|p| p.tallies[e].unwrap_or_default()).collect();
+        // Suffix sums of the pages' messages and counts, prefix sums of their thinking.
+        let mut after = vec![(0usize, 0u64); pages.len() + 1];
+        for (j, page) in pages.iter().enumerate().rev() {
+            after[j] = (after[j + 1].0 + page.len, after[j + 1].1 + page.count);
+        }
+        let mut before = vec![0u64; pages.len() + 1];
+        for (j, page) in pages.iter().enumerate() {
+            before[j + 1] = before[j] + page.thinking;
+        }
+        // The last page holding a message that opens a user turn: while it is kept, that message
+        // starts the current turn; once it is left out, no kept page opens one.
+        let turn_page = pages.iter().rposition(|p| p.before_turn.is_some());
+        (0..=pages.len())
+            .map(|k| {
+                let dropped = match (thinking, turn_page) {
+                    (Thinking::Count, _) => 0,
+                    (Thinking::DropEarlier, Some(j)) if k <= j => {
+                        system.thinking + before[j] - before[k] + pages[j].before_turn.unwrap_or(0)
+                    }
+                    (Thinking::DropEarlier, _) => system.before_turn.unwrap_or(0),
+                };
+                let (messages, count) = after[k];
+                let priming = if system.len + messages == 0 {
+                    0
+                } else {
+                    encoding.priming()
+                };
+                system.count + count - dropped + priming
+            })
+            .collect()
+    }
+
+    /// Tally the system chapter and every page not tallied yet in `encoding`.
+    fn tally_all(&mut self, encoding: Encoding) {
+        let e = encoding.index();
+        let mut missing = Vec::new();
+        if let Some(run) = self.system.filter(|_| self.system_tallies[e].is_none()) {
+            missing.extend(self.run_ids(run));
+        }
+        for page in self.active.iter().filter(|p| p.tallies[e].is_none()) {
+            missing.extend(self.run_ids(page.run));
+        }
+        if missing.is_empty() {
+            return;
+        }
+        self.counts.fill(&self.arena, encoding, missing.into_iter());
+        if self.system_tallies[e].is_none() {
+            self.system_tallies[e] = Some(self.system.map_or_else(Tally::default, |run| self.tally(run, encoding)));
+        }
+        for at in 0..self.active.pages.len() {
+            if self.active.pages[at].tallies[e].is_none() {
+                let tally = self.tally(self.active.pages[at].run, encoding);
+                self.active.pages[at].tallies[e] = Some(tally);
+            }
+        }
+    }
+
+    /// The counts of a run's nodes (every one counted).
+    fn tally(&self, run: Run, encoding: Encoding) -> Tally {
+        let mut tally = Tally {
+            len: run.len,
+            ..Tally::default()
+        };
+        let mut thinking = 0;
+        for id in self.run_ids(run) {
+            if opens_turn(self.arena.message(id)) {
+                tally.before_turn = Some(thinking);
+            }
+            tally.count += self.counts.get(encoding, id).unwrap_or(0);
+            thinking += self.counts.thinking(encoding, id);
+        }
+        tally.thinking = thinking;
+        tally
+    }
+
     /// Copy the live nodes into a fresh arena when the garbage left by detached runs outweighs
     /// them. O(live), so amortised O(1) per detached node.
     fn maybe_compact(&mut self) {
@@ -272,7 +381,8 @@ impl Window {
     pub fn compact(&mut self) {
         let mut arena = Arena::default();
         let mut chain = Chain::default();
-        let copy = |run: Run, arena: &mut Arena, chain: &mut Chain| -> Run {
+        let mut counts = TokenCounts::default();
+        let mut copy = |run: Run, arena: &mut Arena, chain: &mut Chain| -> Run {
             let mut new = Run {
                 head: NIL,
                 tail: NIL,
@@ -281,6 +391,7 @@ impl Window {
             for id in self.run_ids(run) {
                 let node = self.arena.node(id);
                 let copied = arena.push(self.arena.message(id).bytes(), node.role, node.timestamp);
+                self.counts.carry(id, &mut counts, copied);
                 chain.push_back(arena, copied);
                 if new.head == NIL {
                     new.head = copied;
@@ -295,21 +406,35 @@ impl Window {
             .pages
             .iter()
             .map(|p| Page {
-                index: p.index,
                 run: copy(p.run, &mut arena, &mut chain),
+                ..*p
             })
             .collect();
         self.arena = arena;
         self.chain = chain;
         self.system = system;
         self.active.pages = pages;
+        self.counts = counts;
     }
+}
+
+/// A run's [`Tally`] per encoding, by [`Encoding::index`], once taken.
+type Tallies = [Option<Tally>; Encoding::ALL.len()];
+
+/// What a run of nodes costs: its messages, their tokens, the tokens of their thinking, and, when
+/// one of them opens a user turn, the thinking of the nodes before the last that does.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Tally {
+    len: usize,
+    count: u64,
+    thinking: u64,
+    before_turn: Option<u64>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::store::incoming_of;
+    use crate::core::store::{incoming_of, json_incoming_of};
     use crate::core::value::ValueRef;
 
     fn incoming(messages: &[(&str, &str)]) -> Incoming {
@@ -410,17 +535,92 @@ mod tests {
         assert_eq!(window_text(&w), ["q1", "a1"]);
     }
 
+    /// The tokens of the window without its `k` oldest pages, counted afresh.
+    fn recount(w: &Window, k: usize, encoding: Encoding, thinking: Thinking) -> u64 {
+        let mut ids = w.system.map(|run| w.run_ids(run)).unwrap_or_default();
+        for page in w.active().iter().skip(k) {
+            ids.extend(w.run_ids(page.run));
+        }
+        let messages: Vec<_> = ids.iter().map(|&id| w.arena().message(id)).collect();
+        let counts = encoding.count_message_list(&messages, thinking);
+        counts.iter().sum::<u64>() + if counts.is_empty() { 0 } else { encoding.priming() }
+    }
+
+    fn assert_counts_hold(w: &mut Window) {
+        for encoding in Encoding::ALL {
+            for thinking in [Thinking::DropEarlier, Thinking::Count] {
+                let held = w.tokens_without_oldest(encoding, thinking);
+                let fresh: Vec<u64> = (0..=w.active().len())
+                    .map(|k| recount(w, k, encoding, thinking))
+                    .collect();
+                assert_eq!(held, fresh, "{encoding:?} {thinking:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn held_counts_are_what_a_recount_gives_with_any_oldest_pages_left_out() {
+        let think = |text: &str| serde_json::json!({"role": "assistant", "content": [{"type": "thinking", "thinking": text}, {"type": "text", "text": "ok"}]});
+        let result = serde_json::json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "42"}]});
+        let mut w = Window::default();
+        assert_eq!(w.tokens_without_oldest(Encoding::O200kBase, Thinking::DropEarlier), [0]);
+        // A first page that opens no user turn, then pages whose thinking is earlier or current.
+        w.open_page(&json_incoming_of(&[think("before any user")])).unwrap();
+        assert_counts_hold(&mut w);
+        w.set_system(&incoming(&[("system", "be brief")]));
+        w.open_page(&json_incoming_of(&[
+            serde_json::json!({"role": "user", "content": "plan a trip"}),
+            think(&"Paris or Rome? ".repeat(20)),
+        ]))
+        .unwrap();
+        w.open_page(&json_incoming_of(&[
+            serde_json::json!({"role": "user", "content": "and then?"}),
+            think("Rome."),
+        ]))
+        .unwrap();
+        // Tool results in a user message continue the turn: the thinking before them is current.
+        w.join(&json_incoming_of(&[result.clone(), think("done")])).unwrap();
+        assert_counts_hold(&mut w);
+        let all = w.tokens_without_oldest(Encoding::O200kBase, Thinking::Count);
+        let dropped = w.tokens_without_oldest(Encoding::O200kBase, Thinking::DropEarlier);
+        assert!(dropped[0] < all[0], "earlier thinking is left out");
+        // The open page carries only tool results: once the pages that open turns are left out,
+        // no turn opens and all thinking counts.
+        w.open_page(&json_incoming_of(&[result])).unwrap();
+        assert_counts_hold(&mut w);
+        w.detach(2).unwrap();
+        assert_counts_hold(&mut w);
+        w.compact();
+        assert_counts_hold(&mut w);
+        w.set_system(&Incoming::default());
+        assert_counts_hold(&mut w);
+    }
+
     #[test]
     fn compaction_keeps_memory_bounded_by_the_window() {
         let mut w = window_of(0);
+        let mut compactions = 0;
         for i in 1..=5000u64 {
             let q = format!("q{i}");
-            w.open_page(&incoming(&[("user", &q), ("assistant", "a")])).unwrap();
+            let before = w.arena().len();
+            let index = w.open_page(&incoming(&[("user", &q), ("assistant", "a")])).unwrap();
+            if w.arena().len() < before {
+                compactions += 1;
+                let new = w.page_ids(index).unwrap();
+                assert!(
+                    w.ids()
+                        .iter()
+                        .all(|id| new.contains(id) || w.counts.get(Encoding::O200kBase, *id).is_some()),
+                    "compaction carries the counts over"
+                );
+            }
             if w.active().len() > 3 {
                 let oldest = w.active().iter().next().unwrap().index;
                 w.detach(oldest).unwrap();
             }
+            w.tokens_without_oldest(Encoding::O200kBase, Thinking::DropEarlier);
         }
+        assert!(compactions > 0);
         assert!(
             w.arena().len() < 2 * COMPACT_MIN_GARBAGE + 16,
             "arena {}",
@@ -431,5 +631,6 @@ mod tests {
         assert_eq!(text(&w, &ids), ["q4999", "a"]);
         w.join(&incoming(&[("assistant", "late")])).unwrap();
         assert_eq!(text(&w, &w.page_ids(5000).unwrap()), ["q5000", "a", "late"]);
+        assert_counts_hold(&mut w);
     }
 }

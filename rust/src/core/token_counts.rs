@@ -71,6 +71,16 @@ impl TokenCounts {
         }
     }
 
+    /// Give node `to` of `into` what is known of node `from` here (its count and thinking in every
+    /// encoding): how the context window keeps its counts when it compacts its arena.
+    pub fn carry(&self, from: NodeId, into: &mut TokenCounts, to: NodeId) {
+        for encoding in Encoding::ALL {
+            if let Some(count) = self.get(encoding, from) {
+                into.set(encoding, to, (count, self.thinking(encoding, from)));
+            }
+        }
+    }
+
     /// Count every one of `ids` not counted yet, on all cores when there are many.
     pub fn fill(&mut self, arena: &Arena, encoding: Encoding, ids: impl Iterator<Item = NodeId>) {
         let missing: Vec<NodeId> = ids.filter(|&id| self.get(encoding, id).is_none()).collect();

@@ -10,7 +10,9 @@ use pyo3::types::PyList;
 use crate::core::error::Error;
 use crate::core::pages::{PageIndex, Window};
 use crate::core::text::message_text;
-use crate::python::config;
+use crate::core::tokens::Encoding;
+use crate::core::turns::Thinking;
+use crate::python::config::{self, named, optional};
 use crate::python::convert::{decode_ids, incoming};
 use crate::python::lock;
 
@@ -101,6 +103,22 @@ impl PageWindow {
             .map(|&id| message_text(window.arena().message(id), &mut buf).to_owned())
             .collect();
         Ok((decode_ids(py, window.arena(), ids)?, texts))
+    }
+
+    /// For each `k` from 0 to the number of active pages, the tokens of the window (the system
+    /// chapter and the active pages) with its `k` oldest pages left out, sent as one request: the
+    /// count `memci.tokens.count_messages` gives those messages, from counts the window keeps (each
+    /// message is counted once, the first time it is needed).
+    #[pyo3(signature = (encoding, thinking = None))]
+    fn tokens_without_oldest(
+        &self,
+        py: Python<'_>,
+        encoding: &Bound<'_, PyAny>,
+        thinking: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<u64>> {
+        let encoding: Encoding = named(encoding, "PageWindow.tokens_without_oldest: encoding")?;
+        let thinking: Thinking = optional(thinking, "PageWindow.tokens_without_oldest: thinking")?.unwrap_or_default();
+        Ok(py.detach(|| self.inner.write().tokens_without_oldest(encoding, thinking)))
     }
 
     /// The indices of the active pages, oldest first.

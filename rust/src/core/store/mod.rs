@@ -526,6 +526,18 @@ pub fn incoming_of(messages: &[(&str, &str)]) -> Incoming {
     incoming
 }
 
+/// JSON messages as checked messages, for the core's tests.
+#[cfg(test)]
+pub fn json_incoming_of(messages: &[serde_json::Value]) -> Incoming {
+    let mut incoming = Incoming::default();
+    for message in messages {
+        let (start, mut e) = incoming.encoder();
+        crate::core::value::encode_json(&mut e, message);
+        incoming.finish(start, || "m".into()).unwrap();
+    }
+    incoming
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

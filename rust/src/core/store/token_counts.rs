@@ -79,7 +79,7 @@ impl Store {
 mod tests {
     use super::*;
     use crate::core::config::Cuts;
-    use crate::core::store::Incoming;
+    use crate::core::store::{Incoming, json_incoming_of};
 
     fn incoming(contents: &[&str]) -> Incoming {
         let mut incoming = Incoming::default();
@@ -132,16 +132,6 @@ mod tests {
         );
     }
 
-    fn json_incoming(messages: &[serde_json::Value]) -> Incoming {
-        let mut incoming = Incoming::default();
-        for message in messages {
-            let (start, mut e) = incoming.encoder();
-            crate::core::value::encode_json(&mut e, message);
-            incoming.finish(start, || "m".into()).unwrap();
-        }
-        incoming
-    }
-
     fn sent(store: &Store, encoding: Encoding, thinking: Thinking) -> u64 {
         let messages: Vec<_> = store.visible().iter().map(|&id| store.arena().message(id)).collect();
         let counts = encoding.count_message_list(&messages, thinking);
@@ -153,7 +143,7 @@ mod tests {
         let e = Encoding::O200kBase;
         let think = |text: &str| serde_json::json!({"role": "assistant", "content": [{"type": "thinking", "thinking": text}, {"type": "text", "text": "ok"}]});
         let mut store = Store::default();
-        store.append(&json_incoming(&[
+        store.append(&json_incoming_of(&[
             serde_json::json!({"role": "user", "content": "plan a trip"}),
             think(&"Paris or Rome? ".repeat(20)),
         ]));
@@ -164,7 +154,7 @@ mod tests {
             "one turn: all of it counts"
         );
         let before = store.checkpoint("c".into());
-        store.append(&json_incoming(&[
+        store.append(&json_incoming_of(&[
             serde_json::json!({"role": "user", "content": "and then?"}),
             think("Rome."),
         ]));
@@ -172,7 +162,7 @@ mod tests {
             assert_eq!(store.token_count_with(e, thinking), sent(&store, e, thinking));
         }
         assert!(store.token_count(e) < store.token_count_with(e, Thinking::Count));
-        store.append(&json_incoming(&[
+        store.append(&json_incoming_of(&[
             serde_json::json!({"role": "user", "content": "thanks"}),
         ]));
         assert_eq!(
