@@ -242,3 +242,13 @@ async def test_the_async_system_takes_and_reports_the_cut_settings():
     actx = memci.AsyncContextSystem("Be brief.", cache_stable=True, low_water=0.6, counter=words)
     assert (actx.cache_stable, actx.low_water) == (True, 0.6)
     assert memci.AsyncContextSystem("Be brief.", max_context_tokens=900).cache_stable
+
+
+def test_when_the_last_pages_alone_pass_the_budget_they_yield_to_a_cut_at_low_water_not_one_per_request():
+    ctx = make(active_pages=5, max_context_tokens=400, summarizer=FixedSummarizer())
+    budget = 400 - ctx.tool_tokens()
+    sent = _agent(ctx, 40)
+    assert max(ctx.count_tokens(request) for request in sent) <= budget
+    assert 5 * ctx.count_tokens(sent[-1][-4:]) > budget  # five pages do not fit
+    cuts = [i for i in range(1, len(sent)) if not _extends(sent[i - 1], sent[i])]
+    assert len(cuts) <= len(sent) // 4

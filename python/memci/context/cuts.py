@@ -9,8 +9,8 @@ until it passes its high-water mark, then cuts back to its low-water mark in one
 
 - under ``max_context_tokens`` the high-water mark is the budget (the limit less the tool
   definitions) and the low-water mark ``low_water`` times it; the last ``active_pages`` pages
-  always stay whole, however many tokens they hold (then the seed's fit applies: never over
-  the limit);
+  stay whole unless they alone are over the budget (then they yield too, never the open page,
+  and the window is never over the limit);
 - with page counts alone the window holds ``active_pages`` (n) to ``high_pages`` pages
   (``max(n + 1, floor(n / low_water))``) and cuts back to n when a page opens beyond that.
 

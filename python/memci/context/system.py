@@ -520,8 +520,9 @@ class ContextSystem(Persistent, Recalling):
     def _cut(self, limit: int) -> list[Message]:
         """The cache-stable window under ``limit``: as it is while it fits; once over, a cut
         archives the fewest oldest pages (never the last ``active_pages``) that bring it to
-        ``low_water`` of the budget, runs the archive rules and, if the window is still above low
-        water, drops contents entries least recently recalled first (rule ``"lru"``); then the
+        ``low_water`` of the budget (if the last ``active_pages`` alone are over the budget, older
+        of them too, never the open one), runs the archive rules and, if the window is still above
+        low water, drops contents entries least recently recalled first (rule ``"lru"``); then the
         contents page is rewritten. If that is over the budget, :meth:`_fit` archives the fewest
         pages that make it fit (raising, with nothing changed, if nothing can). Planned on copies."""
         budget = limit - self._tool_tokens
@@ -547,6 +548,9 @@ class ContextSystem(Persistent, Recalling):
         target = self._cuts.low_target(budget)
         cut = fewest_to_cut(max(0, len(indices) - self._active_pages), target, lambda k: plan(k)[3])
         chapter, dropped, rest, tokens = plan(cut)
+        if tokens > budget and len(indices) - 1 > cut:  # the last pages alone are over: they yield too
+            cut = fewest_to_cut(len(indices) - 1, target, lambda k: plan(k)[3])
+            chapter, dropped, rest, tokens = plan(cut)
         if tokens > target and chapter.entries:
             dropped += chapter.drop_least_recent(self._round, tokens - target)
             tokens = self._tokens.messages(self._assemble(chapter.render(), rest))
