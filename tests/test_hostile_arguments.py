@@ -35,6 +35,7 @@ from memci import (
     SqliteStorage,
     TokenUsage,
     Usage,
+    cost,
     formats,
     ops,
     sanitize,
@@ -138,6 +139,9 @@ GOOD: dict[str, st.SearchStrategy[Any]] = {
     "strategy": st.sampled_from(["first", "last"]),
     "thinking": st.sampled_from(["drop_earlier", "count"]),
     "flag": st.booleans(),
+    "fraction": st.floats() | st.integers(-2, 2),
+    "requests": st.lists(st.lists(st.sampled_from(MESSAGES), max_size=3), max_size=3),
+    "prices": st.sampled_from([cost.ANTHROPIC, cost.Prices(read=0.5, write=1.0)]),
     "time": st.none() | st.floats(allow_nan=False, allow_infinity=False),
     "message": st.sampled_from(MESSAGES),
     "messages": st.lists(st.sampled_from(MESSAGES), max_size=3),
@@ -307,10 +311,18 @@ FUNCTIONS: dict[str, dict[str, str]] = {
     "tokens.reply_priming": {"encoding": "encoding"},
     "sanitize.sanitize_messages": {"messages": "messages"},
     "sanitize.validate_messages": {"messages": "messages"},
+    "cost.measure": {
+        "requests": "requests",
+        "prices": "prices",
+        "tool_tokens": "count",
+        "min_cached": "count",
+        "encoding": "encoding",
+        "counter": "counter",
+    },
     "formats.dumped": {"message": "message"},
     "formats.from_langchain": {"messages": "messages"},
     "formats.from_responses": {"items": "messages"},
-    "formats.to_anthropic": {"messages": "messages"},
+    "formats.to_anthropic": {"messages": "messages", "cache_control": "flag"},
     "formats.to_langchain": {"messages": "messages"},
     "formats.to_openai": {"messages": "messages", "system": "anthropic_system"},
     "formats.to_responses": {"messages": "messages"},
@@ -330,7 +342,7 @@ FUNCTIONS.update(
         "ops.parse": {"op": "op"},
     }
 )
-MODULES: dict[str, ModuleType] = {"tokens": tokens, "sanitize": sanitize, "formats": formats, "ops": ops}
+MODULES: dict[str, ModuleType] = {"tokens": tokens, "sanitize": sanitize, "formats": formats, "ops": ops, "cost": cost}
 
 #: Entries that must not raise at all (handle_tool_call may refuse what is not a tool call).
 NEVER_RAISE = {"is_recall_call", "run_tool"}
@@ -541,6 +553,8 @@ CONSTRUCTION = {
     "max_context_tokens": "count",
     "counter": "counter",
     "thinking": "thinking",
+    "cache_stable": "flag",
+    "low_water": "fraction",
 }
 LOADING = {"storage": "storage", "summarizer": "summarizer", "counter": "counter", "thinking": "thinking"}
 #: The ways to make a ContextSystem, and the kinds of their arguments.

@@ -19,7 +19,7 @@ import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-from memci import ops, tokens
+from memci import cost, ops, tokens
 from memci._core import __version__
 from memci.array import MessageArray
 from memci.errors import (
@@ -177,6 +177,7 @@ __all__ = [
     "UsageRecord",
     "ValidationResult",
     "__version__",
+    "cost",
     "formats",
     "ops",
     "sanitize_messages",

@@ -267,7 +267,36 @@ def _system_blocks(m: Message, path: str) -> list[Block]:
     return blocks
 
 
-def to_anthropic(messages: Iterable[Any]) -> AnthropicRequest:
+#: The prompt-cache breakpoint :func:`to_anthropic` marks with ``cache_control=True``.
+CACHE_BREAKPOINT: dict[str, str] = {"type": "ephemeral"}
+
+
+def _marked(blocks: str | list[Block]) -> list[Block]:
+    """``blocks`` (a content) with a cache breakpoint on its last block that can carry one
+    (thinking blocks cannot); unchanged when it has none."""
+    out: list[Block] = [{"type": "text", "text": blocks}] if isinstance(blocks, str) else list(blocks)
+    for k in range(len(out) - 1, -1, -1):
+        if out[k].get("type") not in ("thinking", "redacted_thinking"):
+            out[k] = {**out[k], "cache_control": dict(CACHE_BREAKPOINT)}
+            break
+    return out
+
+
+def _with_breakpoints(request: dict[str, Any]) -> dict[str, Any]:
+    """``request`` with Anthropic's cache breakpoints at the end of the stable prefix: the last
+    system block (tools and system, the contents page included, which a cache-stable window
+    rewrites only at a cut) and the last block of the last message (each request then reads the
+    previous one's prefix from the cache and writes its own)."""
+    system = request.get("system")
+    if system:
+        request["system"] = _marked(system)
+    messages = request["messages"]
+    if messages and messages[-1]["content"]:
+        messages[-1] = {**messages[-1], "content": _marked(messages[-1]["content"])}
+    return request
+
+
+def to_anthropic(messages: Iterable[Any], *, cache_control: bool = False) -> AnthropicRequest:
     """OpenAI-format messages (or Responses API items, through :func:`from_responses`) as the
     ``system`` and ``messages`` of Anthropic's ``messages.create``.
 
@@ -279,7 +308,10 @@ def to_anthropic(messages: Iterable[Any]) -> AnthropicRequest:
     text blocks). Only ``role`` and ``content`` are kept (the API refuses other keys, such as
     ``name``). Raises :class:`~memci.errors.InvalidMessageError`
     naming the place of anything with no Anthropic equivalent (arguments that are not a JSON
-    object, an audio or file part, an unknown role). O(n).
+    object, an audio or file part, an unknown role). With ``cache_control=True`` the request
+    carries prompt-cache breakpoints (``{"type": "ephemeral"}``) on the last system block (the
+    tools and the system) and on the last block of the last message (two of the four the API
+    allows); ``system`` is then a list of blocks. O(n).
     """
     items = _messages(messages, "to_anthropic", items=True)
     if any(_is_responses(m) for m in items):
@@ -309,7 +341,7 @@ def to_anthropic(messages: Iterable[Any]) -> AnthropicRequest:
         request = {"system": system[0][0]["content"], "messages": out}
     elif system:
         request = {"system": [b for m, path in system for b in _system_blocks(m, path)], "messages": out}
-    return cast("AnthropicRequest", request)
+    return cast("AnthropicRequest", _with_breakpoints(request) if cache_control else request)
 
 
 # ---- Anthropic -> OpenAI ----------------------------------------------------------------------------

@@ -23,6 +23,7 @@ def busy(storage: memci.Storage | None = None) -> memci.ContextSystem:
         summarizer=FixedSummarizer(),
         policy=memci.ArchivePolicy(unrecalled_rounds=3, unchanged_rounds=5, contents_max_tokens=500),
         max_context_tokens=100_000,
+        cache_stable=False,  # the seed's per-round rules: pages archived and entries dropped by now
         tools="attp",
     )
     run_rounds(ctx, 1, 8)

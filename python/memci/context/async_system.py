@@ -60,8 +60,9 @@ class AsyncContextSystem:
     ``AsyncRedisStorage``, ``ThreadedStorage``, your own) or any sync store; ``summarizer`` an async
     summarizer (``async def asummarize(page)``, or an ``async def`` ``str -> str``) or a sync one.
     The other options are :class:`~memci.ContextSystem`'s (``tools``, ``agent_tools``, ``active_pages``,
-    ``policy``, ``encoding``, ``max_context_tokens``, ``counter``). Coroutines on one system are serialised by
-    an :class:`asyncio.Lock`; the event loop is never blocked by the system's work.
+    ``policy``, ``encoding``, ``max_context_tokens``, ``counter``, ``cache_stable``, ``low_water``).
+    Coroutines on one system are serialised by an :class:`asyncio.Lock`; the event loop is never
+    blocked by the system's work.
     """
 
     _system: ContextSystem
@@ -149,7 +150,8 @@ class AsyncContextSystem:
         """Load or create (:meth:`ContextSystem.open`): the system saved to ``storage``, continuing
         its conversation, or a new one on it if it holds no state; the settings given (``tools``,
         ``agent_tools``, ``active_pages``, ``policy``, ``encoding``, ``max_context_tokens``,
-        ``counter``) replace the saved ones. Nothing is written until :meth:`save`."""
+        ``counter``, ``cache_stable``, ``low_water``) replace the saved ones. Nothing is written
+        until :meth:`save`."""
         ctx = cls._empty(storage, summarizer)
         store, fitted = ctx._store_for("open"), ctx._sync_summarizer
         ctx._system = await ctx._run(lambda: ContextSystem.open(store, system_prompt, summarizer=fitted, **options))
@@ -325,6 +327,14 @@ class AsyncContextSystem:
     @property
     def max_context_tokens(self) -> int | None:
         return self._system.max_context_tokens
+
+    @property
+    def cache_stable(self) -> bool:
+        return self._system.cache_stable
+
+    @property
+    def low_water(self) -> float:
+        return self._system.low_water
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Refused: a system bound to an event loop, a lock and a store's connection cannot be

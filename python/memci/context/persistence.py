@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Self
 from memci.context.agent_tools import checked_tools
 from memci.context.contents import ArchivePolicy
 from memci.context.counting import SystemTokens
+from memci.context.cuts import DEFAULT_LOW_WATER, CutPolicy, StableContents
 from memci.context.page import ArchivedPage, Message
 from memci.context.parts import SystemParts
 from memci.context.search import message_texts, page_text
@@ -52,6 +53,8 @@ class Persistent(SystemParts):
     _summarizer_arg: AnySummarizerArg
     _counter: Counter | None
     _tokens: SystemTokens
+    _cuts: CutPolicy
+    _shown: StableContents
 
     if TYPE_CHECKING:  # the subclass's constructor (ContextSystem's), which open and _build call
 
@@ -78,6 +81,9 @@ class Persistent(SystemParts):
             self._agent_tools,
             self._forgotten_through,
             tuple(ArchivedPage.from_dict(page, page["index"]) for page in self._log.staged) if unsaved else (),
+            self._cuts.cache_stable,
+            self._cuts.low_water,
+            self._shown.saved() if self._cuts.cache_stable else None,
         )
 
     def state(self) -> dict[str, Any]:
@@ -178,6 +184,7 @@ class Persistent(SystemParts):
             self._archive.add(entry)
         for gone in saved.dropped:
             self._archive.dropped[gone.index] = gone
+        self._shown.restore(saved.stable_contents)
         self._search.extend(self._search_texts(self._log.pages(self._log.held())))
 
     @staticmethod
@@ -205,6 +212,8 @@ class Persistent(SystemParts):
         max_context_tokens: int | None = None,
         counter: Counter | None = None,
         thinking: str = DEFAULT_THINKING,
+        cache_stable: bool | None = None,
+        low_water: float | None = None,
     ) -> Self:
         """Load or create: the system saved to ``storage``, continuing its conversation, or a new
         one on it if it holds no state. Each setting given (not None) applies, replacing the saved
@@ -226,6 +235,8 @@ class Persistent(SystemParts):
                 max_context_tokens=max_context_tokens,
                 counter=counter,
                 thinking=thinking,
+                cache_stable=cache_stable,
+                low_water=DEFAULT_LOW_WATER if low_water is None else low_water,
             )
         overrides: dict[str, Any] = {
             "system_prompt": system_message(system_prompt),
@@ -235,6 +246,8 @@ class Persistent(SystemParts):
             "policy": policy,
             "encoding": encoding,
             "max_context_tokens": max_context_tokens,
+            "cache_stable": cache_stable,
+            "low_water": low_water,
         }
         saved = dataclasses.replace(
             SavedState.from_dict(state), **{k: v for k, v in overrides.items() if v is not None}
@@ -266,6 +279,8 @@ class Persistent(SystemParts):
                 max_context_tokens=saved.max_context_tokens,
                 counter=counter,
                 thinking=thinking,
+                cache_stable=saved.cache_stable,
+                low_water=saved.low_water,
             )
         except (InvalidOperationError, InvalidMessageError, TypeError) as e:
             raise StateError(f"load: {e}") from None

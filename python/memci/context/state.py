@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memci.context.contents import RULES, ArchivePolicy, ContentsEntry, DroppedEntry
+from memci.context.cuts import DEFAULT_LOW_WATER, checked_low_water
 from memci.context.page import ArchivedPage, Message
 from memci.errors import InvalidOperationError, PageError, StateError, shown
 from memci.storage.log import LOG_VERSION, Head
@@ -32,7 +33,10 @@ class SavedState:
     oldest first, the last one open) and its contents and dropped entries, and the ``revision`` it
     was loaded from or saved as (0: never saved). Archived pages are in the storage, not here.
     ``system_prompt`` is None for a system without one; ``agent_tools`` are the agent's own tool
-    definitions; pages up to ``forgotten_through`` were forgotten (``clear(forget=True)``)."""
+    definitions; pages up to ``forgotten_through`` were forgotten (``clear(forget=True)``).
+    ``cache_stable`` and ``low_water`` are the cut settings (None: the default for the limit, as
+    in a state saved before they existed); ``stable_contents`` is the contents page as written at
+    the last cut (``""``: none; None: not saved, taken from the entries)."""
 
     round: int
     next_index: int
@@ -50,6 +54,9 @@ class SavedState:
     forgotten_through: int = 0
     #: Pages archived since the last save (only in a state from ``to_state``): the next save writes them.
     unsaved: tuple[ArchivedPage, ...] = ()
+    cache_stable: bool | None = None
+    low_water: float = DEFAULT_LOW_WATER
+    stable_contents: str | None = None
 
     @property
     def pages_through(self) -> int:
@@ -85,6 +92,9 @@ class SavedState:
             "pages": [{"index": index, "messages": messages} for index, messages in self.pages],
             "contents": [e.to_dict() for e in self.contents],
             "dropped": [d.to_dict() for d in self.dropped],
+            "cache_stable": self.cache_stable,
+            "low_water": self.low_water,
+            "stable_contents": self.stable_contents,
         }
 
     @classmethod
@@ -131,6 +141,7 @@ class SavedState:
             tuple(agent_tools),
             head.forgotten_through,
             _unsaved(state.get(UNSAVED_PAGES, [])),
+            *_cut_settings(state),
         )
         if state.get("pages_through", saved.pages_through) != saved.pages_through:
             raise StateError(
@@ -198,6 +209,20 @@ def _field(state: object, key: str, kind: type | tuple[type, ...], where: str = 
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
         raise StateError(f"load: {where}[{key!r}] is {shown(value)}, expected {getattr(kind, '__name__', kind)}")
     return value
+
+
+def _cut_settings(state: dict[str, Any]) -> tuple[bool | None, float, str | None]:
+    """``cache_stable``, ``low_water`` and ``stable_contents``, each optional (a state saved before
+    they existed has none of them)."""
+    stable = state.get("cache_stable")
+    cache_stable = None if stable is None else _field(state, "cache_stable", bool)
+    low = state.get("low_water", DEFAULT_LOW_WATER)
+    try:
+        low_water = checked_low_water(low)
+    except InvalidOperationError:
+        raise StateError(f"load: state['low_water'] is {shown(low)}, expected a number in (0, 1)") from None
+    text = state.get("stable_contents")
+    return cache_stable, low_water, None if text is None else _field(state, "stable_contents", str)
 
 
 def _unsaved(raw: object) -> tuple[ArchivedPage, ...]:

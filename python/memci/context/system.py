@@ -33,6 +33,7 @@ from memci.context.contents import (
     RoundResult,
 )
 from memci.context.counting import SystemTokens
+from memci.context.cuts import DEFAULT_LOW_WATER, CutPolicy, StableContents, fewest_to_cut
 from memci.context.page import ArchivedPage, Message, Page
 from memci.context.persistence import Persistent
 from memci.context.recalling import Recalling
@@ -125,6 +126,8 @@ class ContextSystem(Persistent, Recalling):
         max_context_tokens: int | None = None,
         counter: Counter | None = None,
         thinking: str = tokens.DEFAULT_THINKING,
+        cache_stable: bool | None = None,
+        low_water: float = DEFAULT_LOW_WATER,
     ) -> None:
         """``system_prompt``: a string or a system/developer message, or None (or ``""``) for none:
         then the recall tools' note is the only system message. ``tools``: the protocol the
@@ -139,7 +142,11 @@ class ContextSystem(Persistent, Recalling):
         message dict in, its tokens out) to use instead of ``memci.tokens`` with ``encoding``.
         ``thinking``: whether the thinking of earlier assistant turns counts (``"drop_earlier"``,
         the providers' default, or ``"count"``; see :mod:`memci.tokens`); like the counter, it is
-        configuration, not state: copies keep it, :meth:`load` takes it again."""
+        configuration, not state: copies keep it, :meth:`load` takes it again. ``cache_stable``:
+        cut in blocks with hysteresis so consecutive requests share their prefix (None: on under
+        ``max_context_tokens``, off with page counts alone, the seed's exact rules); ``low_water``:
+        what a cut leaves, as a share of the budget (with page counts: ``active_pages`` is the
+        low-water mark, ``active_pages / low_water`` the high one). See :mod:`memci.context.cuts`."""
         if tools is None:
             tools = "openai"
         if tools not in recall.FORMATS:
@@ -177,6 +184,8 @@ class ContextSystem(Persistent, Recalling):
         self._archive = ArchiveChapter(
             policy, self._tokens.text_message, self._tokens.lines, recall.contents_hint(tools)
         )
+        self._cuts = CutPolicy.of(cache_stable, low_water, self._active_pages, self._max_context_tokens)
+        self._shown = StableContents(self._cuts, self._archive.render, self._archive.tokens, self._tokens.text_message)
         self._search = PageSearch()
         # Pages up to this index were forgotten (clear(forget=True)); the next save deletes them.
         # (Pages archived since the last save are staged in the log: written with the next state, in
@@ -217,12 +226,13 @@ class ContextSystem(Persistent, Recalling):
             return window.join(message)
         index = window.open_page(message)
         try:
-            leaving = window.page_indices()[: max(0, window.active_count - self._active_pages)]
+            leaving = window.page_indices()[: self._cuts.leaving(window.active_count - 1, 1)]
             prepared = [self._prepare(i) for i in leaving]
         except BaseException:
             window.undo_open(index)
             raise
         self._archive_pages(prepared, "active_pages")
+        self._after_cut(prepared)
         return index
 
     def _extend(self, batch: list[Message]) -> list[int]:
@@ -236,7 +246,7 @@ class ContextSystem(Persistent, Recalling):
         for i, message in enumerate(batch):
             if self._opens(message, bool(existing or opens)):
                 opens.append(i)
-        leaving = max(0, len(existing) + len(opens) - self._active_pages) if opens else 0
+        leaving = self._cuts.leaving(len(existing), len(opens))
         prepared = []
         for j in range(leaving):
             if j < len(existing):
@@ -253,6 +263,7 @@ class ContextSystem(Persistent, Recalling):
         opening = set(opens)
         indices = [window.open_page(m) if i in opening else window.join(m) for i, m in enumerate(batch)]
         self._archive_pages(prepared, "active_pages")
+        self._after_cut(prepared)
         return indices
 
     def extend(self, messages: Sequence[Message | SdkObject]) -> list[int]:
@@ -299,15 +310,23 @@ class ContextSystem(Persistent, Recalling):
 
     def end_round(self) -> RoundResult:
         """One round of conversation has ended: the round count rises by one, then the m rule, the
-        p rule and LRU under the contents cap run, in that order. What each dropped is returned."""
+        p rule and LRU under the contents cap run, in that order. What each dropped is returned.
+        With ``cache_stable`` the rules run at the next cut instead (nothing is dropped here)."""
         with self._lock:
             return self._end_round()
 
     def _end_round(self) -> RoundResult:
         self._round += 1
-        dropped = self._archive.end_round(self._round)
+        dropped = [] if self._cuts.cache_stable else self._archive.end_round(self._round)
         self._log_drops(dropped)
-        return RoundResult(self._round, tuple(dropped), self._archive.tokens())
+        return RoundResult(self._round, tuple(dropped), self._shown.shown_tokens())
+
+    def _after_cut(self, archived: Sequence[object]) -> None:
+        """After pages left a cache-stable window (a cut): the archive rules run, and the contents
+        page is rewritten, once for the cut."""
+        if archived and self._cuts.cache_stable:
+            self._log_drops(self._archive.end_round(self._round))
+            self._shown.freeze()
 
     def _log_drops(self, dropped: Iterable[DroppedEntry]) -> None:
         for gone in dropped:
@@ -368,6 +387,7 @@ class ContextSystem(Persistent, Recalling):
             else:
                 self._archive_pages([self._prepare(index) for index in indices], "clear")
                 self._log_drops(self._archive.clear(self._round))
+            self._shown.freeze()
             log.debug(
                 "clear in round %d (forget=%s)",
                 self._round,
@@ -433,9 +453,11 @@ class ContextSystem(Persistent, Recalling):
         has changed. O(window)."""
         with self._lock:
             limit = self._max_context_tokens
-            messages = None if limit is None else self._fit(limit)
-            if messages is None:
-                messages = self._assemble(self._archive.render())
+            if self._cuts.cache_stable:
+                messages = self._assemble(self._shown.shown()) if limit is None else self._cut(limit)
+            else:
+                fitted = None if limit is None else self._fit(limit)
+                messages = self._assemble(self._archive.render()) if fitted is None else fitted
         if not sanitize:
             return cast("list[ChatMessage]", messages)
         return cast("list[ChatMessage]", sanitize_messages(messages).messages)
@@ -496,24 +518,73 @@ class ContextSystem(Persistent, Recalling):
         self._log_drops(dropped)
         return None
 
+    def _cut(self, limit: int) -> list[Message]:
+        """The cache-stable window under ``limit``: as it is while it fits; once over, a cut
+        archives the fewest oldest pages (never the last ``active_pages``) that bring it to
+        ``low_water`` of the budget (if the last ``active_pages`` alone are over the budget, older
+        of them too, never the open one), runs the archive rules and, if the window is still above
+        low water, drops contents entries least recently recalled first (rule ``"lru"``); then the
+        contents page is rewritten. If that is over the budget, :meth:`_fit` archives the fewest
+        pages that make it fit (raising, with nothing changed, if nothing can). Planned on copies."""
+        budget = limit - self._tool_tokens
+        window = self._assemble(self._shown.shown())
+        if self._tokens.messages(window) <= budget:
+            return window
+        indices = self._window.page_indices()
+        pages = {i: self._window.page(i) for i in indices}
+        prepared: list[tuple[Page, PageSummary, str]] = []
+
+        def plan(k: int) -> tuple[ArchiveChapter, list[DroppedEntry], list[Message], int]:
+            """The chapter with the k oldest pages archived and the rules run, what they dropped,
+            the pages left, and the window's tokens then."""
+            while len(prepared) < k:
+                prepared.append(self._prepare(indices[len(prepared)]))
+            chapter = self._archive.copy()
+            for page, summary, _ in prepared[:k]:
+                chapter.add(self._new_entry(page, summary))
+            dropped = chapter.end_round(self._round)
+            rest = [m for i in indices[k:] for m in pages[i]]
+            return chapter, dropped, rest, self._tokens.messages(self._assemble(chapter.render(), rest))
+
+        target = self._cuts.low_target(budget)
+        cut = fewest_to_cut(max(0, len(indices) - self._active_pages), target, lambda k: plan(k)[3])
+        chapter, dropped, rest, tokens = plan(cut)
+        if tokens > budget and len(indices) - 1 > cut:  # the last pages alone are over: they yield too
+            cut = fewest_to_cut(len(indices) - 1, target, lambda k: plan(k)[3])
+            chapter, dropped, rest, tokens = plan(cut)
+        if tokens > target and chapter.entries:
+            dropped += chapter.drop_least_recent(self._round, tokens - target)
+            tokens = self._tokens.messages(self._assemble(chapter.render(), rest))
+        if tokens <= budget:
+            self._archive_pages(prepared[:cut], "cut")
+            for gone in dropped:
+                self._archive.drop(gone.index, self._round, gone.rule)
+            self._log_drops(dropped)
+        else:
+            self._fit(limit)
+            self._log_drops(self._archive.end_round(self._round))
+        self._shown.freeze()
+        return self._assemble(self._shown.shown())
+
     def token_count(self) -> int:
         """Tokens of :meth:`build_messages` (without sanitizing), in the system's encoding."""
         with self._lock:
-            return self._tokens.without_oldest(self._window)[0] + self._tokens.contents(self._archive.render())
+            return self._tokens.without_oldest(self._window)[0] + self._tokens.contents(self._shown.shown())
 
     def count_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """Tokens of ``messages`` in the system's encoding (or by its ``counter``)."""
         return self._tokens.messages(messages)
 
     def contents_text(self) -> str | None:
-        """The contents page's text, or None while no entry is visible."""
+        """The contents page's text as the model sees it (with ``cache_stable``, as written at the
+        last cut), or None while no entry is visible."""
         with self._lock:
-            return self._archive.render()
+            return self._shown.shown()
 
     def contents_tokens(self) -> int:
-        """Tokens of the contents page (0 while it has no entry)."""
+        """Tokens of the contents page the model sees (0 while it has no entry)."""
         with self._lock:
-            return self._archive.tokens()
+            return self._shown.shown_tokens()
 
     @overload
     def tool_definitions(self, format: Literal["openai"] = "openai") -> list[ChatTool]: ...
@@ -596,6 +667,14 @@ class ContextSystem(Persistent, Recalling):
     @property
     def max_context_tokens(self) -> int | None:
         return self._max_context_tokens
+
+    @property
+    def cache_stable(self) -> bool:
+        return self._cuts.cache_stable
+
+    @property
+    def low_water(self) -> float:
+        return self._cuts.low_water
 
     def __repr__(self) -> str:
         return (
