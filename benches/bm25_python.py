@@ -1,8 +1,10 @@
 """The pure-Python peer of :class:`memci.PageSearch`: the same BM25 (k1 1.2, b 0.75, Lucene idf,
-distinct query terms in query order, ties to the lower page) and the same tokens, written to be
-fast in Python: a regex finds the runs (CJK, or other alphanumerics), an inverted index of dicts
-holds term frequencies, ``heapq.nlargest`` picks the top k, and a snippet is cut around the first
-match of the best term. Same pages and scores as memci (checked by the benches).
+distinct query terms in query order, ties to the lower page) and the same terms
+(``tests/search_terms.py``: words stemmed, a query's stop words left out), written to be fast in
+Python: a regex finds the runs (CJK, or other alphanumerics), each distinct word is stemmed once (a
+dict caches the stems), an inverted index of dicts holds term frequencies, ``heapq.nlargest`` picks
+the top k, and a snippet is cut around the first match of the best term. Same pages and scores as
+memci (checked by the benches).
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ import math
 import re
 from collections import Counter
 
+from search_terms import query_terms as terms_of_query
+from search_terms import term
+
 K1 = 1.2
 B = 0.75
 _CJK = (
@@ -19,6 +24,10 @@ _CJK = (
     "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af\U00020000-\U0003134f"
 )
 _RUNS = re.compile(rf"([{_CJK}]+)|((?:(?![{_CJK}])[^\W_])+)")
+
+
+def terms(text: str) -> list[str]:
+    return [term(t) for t in tokens(text)]
 
 
 def tokens(text: str) -> list[str]:
@@ -51,15 +60,15 @@ class PyPageSearch:
 
     def add(self, page: int, text: str) -> None:
         if page in self.texts:
-            for term in set(tokens(self.texts[page])):
-                del self.postings[term][page]
+            for old in set(terms(self.texts[page])):
+                del self.postings[old][page]
             self.total -= self.lengths[page]
-        terms = tokens(text)
-        for term, tf in Counter(terms).items():
-            self.postings.setdefault(term, {})[page] = tf
-        self.lengths[page] = len(terms)
+        found = terms(text)
+        for new, tf in Counter(found).items():
+            self.postings.setdefault(new, {})[page] = tf
+        self.lengths[page] = len(found)
         self.texts[page] = text
-        self.total += len(terms)
+        self.total += len(found)
 
     def search(self, query: str, k: int = 5) -> list[tuple[int, float, str]]:
         n = len(self.lengths)
@@ -69,14 +78,14 @@ class PyPageSearch:
         lengths = self.lengths
         scores: dict[int, float] = {}
         best_term, best_idf = "", -1.0
-        for term in dict.fromkeys(tokens(query)):
-            postings = self.postings.get(term)
+        for wanted in dict.fromkeys(terms_of_query(tokens(query))):
+            postings = self.postings.get(wanted)
             if not postings:
                 continue
             df = len(postings)
             idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
             if idf > best_idf:
-                best_term, best_idf = term, idf
+                best_term, best_idf = wanted, idf
             for page, tf in postings.items():
                 norm = K1 * (1.0 - B + B * lengths[page] / avglen)
                 scores[page] = scores.get(page, 0.0) + idf * (tf * (K1 + 1.0)) / (tf + norm)

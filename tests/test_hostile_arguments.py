@@ -157,11 +157,12 @@ GOOD: dict[str, st.SearchStrategy[Any]] = {
         ]
     ),
     "format": st.sampled_from(["openai", "anthropic", "responses", "attp"]),
-    "tool_name": st.sampled_from(["recall_page", "list_pages"]),
+    "tool_name": st.sampled_from(["recall_page", "list_pages", "search_pages"]),
     "tool_arguments": st.none()
     | st.just('{"page_index": 1}')
     | st.builds(lambda i: {"page_index": i}, st.integers(1, 4))
-    | st.just({"limit": 3}),
+    | st.just({"limit": 3})
+    | st.just({"query": "page", "k": 2}),
     "agent_tools": st.none()
     | st.just([{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}])
     | st.just([{"name": "weather", "input_schema": {"type": "object"}}]),

@@ -2,14 +2,19 @@
 
 Written for clarity, not speed: every search recounts every page. Tokenizer: lowercase runs of
 alphanumeric characters; each CJK character is a token, and with the CJK character right before
-it a bigram too. Scores: Okapi BM25, k1 = 1.2, b = 0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
-summed over the query's distinct terms in query order; ties go to the lower page index.
+it a bigram too. Terms: lowercase ASCII words of three letters or more are stemmed, and a query's
+English stop words are left out when it holds any other word (``tests/search_terms.py``). Scores:
+Okapi BM25, k1 = 1.2, b = 0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5)), summed over the query's
+distinct terms in query order; ties go to the lower page index.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
+
+from search_terms import query_terms as terms_of_query
+from search_terms import term
 
 K1 = 1.2
 B = 0.75
@@ -57,23 +62,31 @@ def tokens(text: str) -> list[str]:
     return out
 
 
+def terms(text: str) -> list[str]:
+    return [term(t) for t in tokens(text)]
+
+
+def query_terms(query: str) -> list[str]:
+    """The query's terms: its stop words left out when it holds any other word."""
+    return terms_of_query(tokens(query))
+
+
 def search(pages: dict[int, str], query: str, k: int) -> list[tuple[int, float]]:
     """``(page, score)`` of the ``k`` best pages, best first."""
-    counts = {page: Counter(tokens(text)) for page, text in pages.items()}
+    counts = {page: Counter(terms(text)) for page, text in pages.items()}
     lengths = {page: sum(c.values()) for page, c in counts.items()}
     n = len(pages)
     if n == 0 or k == 0:
         return []
     avglen = sum(lengths.values()) / n
-    terms = list(dict.fromkeys(tokens(query)))
     scores: dict[int, float] = {}
-    for term in terms:
-        df = sum(1 for c in counts.values() if term in c)
+    for wanted in dict.fromkeys(query_terms(query)):
+        df = sum(1 for c in counts.values() if wanted in c)
         if df == 0:
             continue
         idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
         for page, c in counts.items():
-            tf = c.get(term, 0)
+            tf = c.get(wanted, 0)
             if tf:
                 norm = K1 * (1.0 - B + B * lengths[page] / avglen)
                 scores[page] = scores.get(page, 0.0) + idf * (tf * (K1 + 1.0)) / (tf + norm)

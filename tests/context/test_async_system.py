@@ -465,7 +465,7 @@ async def test_the_agent_loop_in_the_other_wire_formats_matches_the_sync_system(
     }[wire]
     # Five active pages would hold every turn but the first: the token limit archives the rest,
     # inside build_messages, with the async summarizer awaited there.
-    options: dict[str, Any] = {"tools": wire, "active_pages": 5, "max_context_tokens": 580}
+    options: dict[str, Any] = {"tools": wire, "active_pages": 5, "max_context_tokens": 760}  # 365 for the tools
     async with AsyncSqliteStorage(tmp_path / "agent.db") as store:
         actx = AsyncContextSystem(PROMPT, storage=store, summarizer=AsyncFixed(), **options)
         ctx = ContextSystem(PROMPT, summarizer=FixedSummarizer(), **options)

@@ -77,6 +77,12 @@ HOSTILE = [
     pytest.param(openai("{}", name=["recall_page"]), "tool name must be a string", id="openai-list-name"),
     pytest.param(anthropic({}, name={"a": 1}), "tool name must be a string", id="anthropic-dict-name"),
     pytest.param("x" * 200_000, "characters long", id="attp-huge-text"),
+    pytest.param(openai('{"query": "\\ud800"}', "search_pages"), "lone surrogate", id="search-lone-surrogate"),
+    pytest.param(anthropic({"query": "x" * 5000}, "search_pages"), "characters long", id="search-huge-query"),
+    pytest.param(anthropic({"query": ["page"]}, "search_pages"), "must be a string", id="search-list-query"),
+    pytest.param(openai('{"query": "page", "k": -1}', "search_pages"), "integer >= 1", id="search-negative-k"),
+    pytest.param(openai("{}", "search_pages"), "missing argument 'query'", id="search-no-query"),
+    pytest.param(attp("__result__ = search_pages(query=1)"), "must be a string", id="attp-search-int-query"),
     pytest.param('[tool_call]\nstatus = "success"\ncode = ' + "9" * 5000, "not valid TOML", id="toml-huge-int"),
     pytest.param(attp("__result__ = 1") + "a" + ".a" * 49_000 + " = 1", "not valid TOML", id="toml-deep-dotted-key"),
 ]
@@ -242,7 +248,7 @@ JSONISH = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
     max_leaves=12,
 )
-NAMES = st.sampled_from(["recall_page", "list_pages", "other"]) | st.text(max_size=12) | JSONISH
+NAMES = st.sampled_from(["recall_page", "list_pages", "search_pages", "other"]) | st.text(max_size=12) | JSONISH
 CODE = st.lists(
     st.sampled_from(
         [
@@ -250,6 +256,10 @@ CODE = st.lists(
             "a = ",
             "recall_page(",
             "list_pages(",
+            "search_pages(",
+            "query=",
+            "k=",
+            "'page'",
             "limit=",
             "page_index=",
             ")",

@@ -96,7 +96,7 @@ class FakeModel:
 
     def respond(self, items: list[Item], tools: list[Item]) -> list[Item]:
         self.requests.append(items)
-        assert [t["name"] for t in tools][-2:] == ["recall_page", "list_pages"]
+        assert [t["name"] for t in tools][-3:] == ["recall_page", "list_pages", "search_pages"]
         last = items[-1]
         if last.get("type") == "function_call_output":
             return [reply_item(f"Done: {last['output'][:30]}")]

@@ -369,10 +369,10 @@ def test_agent_tools_come_first_in_every_format():
     parameters = _WEATHER["function"]["parameters"]  # type: ignore[index]
     openai = ctx.tool_definitions("openai")
     assert openai[:2] == [_WEATHER, {"type": "web_search"}]
-    assert [t["function"]["name"] for t in openai[2:]] == ["recall_page", "list_pages"]
+    assert [t["function"]["name"] for t in openai[2:]] == ["recall_page", "list_pages", "search_pages"]
     anthropic = ctx.tool_definitions("anthropic")
     assert anthropic[0] == {"name": "get_weather", "input_schema": parameters, "description": "The weather in a city."}
-    assert [t["name"] for t in anthropic[2:]] == ["recall_page", "list_pages"]
+    assert [t["name"] for t in anthropic[2:]] == ["recall_page", "list_pages", "search_pages"]
     responses = ctx.tool_definitions("responses")
     assert responses[0] == {
         "type": "function",
@@ -381,7 +381,7 @@ def test_agent_tools_come_first_in_every_format():
         "parameters": parameters,
         "strict": None,  # the SDK's FunctionToolParam requires the key
     }
-    assert [t["name"] for t in responses[2:]] == ["recall_page", "list_pages"]
+    assert [t["name"] for t in responses[2:]] == ["recall_page", "list_pages", "search_pages"]
     # Given in Anthropic's format, they come back in OpenAI's just the same.
     again = memci.ContextSystem(agent_tools=[anthropic[0]])
     assert again.tool_definitions()[0] == _WEATHER

@@ -94,7 +94,7 @@ def test_a_page_lost_by_the_storage_is_named():
 
 def test_openai_definitions_are_function_tools_with_json_schemas():
     tools = make().tool_definitions("openai")
-    assert [t["function"]["name"] for t in tools] == ["recall_page", "list_pages"]
+    assert [t["function"]["name"] for t in tools] == ["recall_page", "list_pages", "search_pages"]
     recall_page = tools[0]
     assert recall_page["type"] == "function"
     params = recall_page["function"]["parameters"]
@@ -102,12 +102,20 @@ def test_openai_definitions_are_function_tools_with_json_schemas():
     assert params["properties"]["page_index"]["type"] == "integer"
     assert params["additionalProperties"] is False
     assert tools[1]["function"]["parameters"]["required"] == []
+    search = tools[2]["function"]["parameters"]
+    assert search["required"] == ["query"]
+    assert search["properties"]["query"]["type"] == "string"
+    assert search["properties"]["k"] == {
+        "type": "integer",
+        "minimum": 1,
+        "description": "How many pages to return (at most 20).",
+    }
     assert make().tool_definitions() == tools
 
 
 def test_anthropic_definitions_carry_an_input_schema():
     tools = make().tool_definitions("anthropic")
-    assert [t["name"] for t in tools] == ["recall_page", "list_pages"]
+    assert [t["name"] for t in tools] == ["recall_page", "list_pages", "search_pages"]
     assert tools[0]["input_schema"]["required"] == ["page_index"]
     assert all(set(t) == {"name", "description", "input_schema"} for t in tools)
 
@@ -117,6 +125,7 @@ def test_attp_definitions_are_python_signatures_with_docstrings():
     assert "def recall_page(page_index: int) -> dict:" in text
     assert "def list_pages(limit: int = 10) -> list[dict]:" in text
     assert ">>> __result__ = recall_page(3)" in text
+    assert "def search_pages(query: str, k: int = 5) -> list[str]:" in text
 
 
 def test_unknown_definition_format_is_an_error():
@@ -253,10 +262,10 @@ def test_attp_code_may_name_results_and_combine_them():
     ("code", "reason"),
     [
         ("import os\n__result__ = 1", "Import is not allowed"),
-        ("__result__ = __import__('os').system('true')", "only recall_page and list_pages can be called"),
-        ("__result__ = open('/etc/passwd').read()", "only recall_page and list_pages can be called"),
-        ("__result__ = exec('x = 1')", "only recall_page and list_pages can be called"),
-        ("__result__ = eval('1')", "only recall_page and list_pages can be called"),
+        ("__result__ = __import__('os').system('true')", "only recall_page, list_pages and search_pages can be called"),
+        ("__result__ = open('/etc/passwd').read()", "only recall_page, list_pages and search_pages can be called"),
+        ("__result__ = exec('x = 1')", "only recall_page, list_pages and search_pages can be called"),
+        ("__result__ = eval('1')", "only recall_page, list_pages and search_pages can be called"),
         ("__result__ = recall_page.__globals__", "is not a literal"),
         ("__result__ = recall_page(len('ab'))", "is not a literal"),
         ("n = 2\n__result__ = recall_page(n)", "is not a literal"),
@@ -267,7 +276,7 @@ def test_attp_code_may_name_results_and_combine_them():
         ("x = recall_page(1)", "must assign its result to __result__"),
         ("__result__ = y", "'y' is not defined"),
         ("__result__ = recall_page(1", "not valid Python"),
-        ("__result__ = get_weather('Paris')", "only recall_page and list_pages can be called"),
+        ("__result__ = get_weather('Paris')", "only recall_page, list_pages and search_pages can be called"),
         ("__result__ = recall_page(1, 2)", "takes at most 1 argument"),
         ("__result__ = recall_page(page=1)", "unknown argument 'page'"),
         ("__result__ = list_pages(limit=-3)", "limit must be an integer >= 0"),

@@ -125,6 +125,20 @@ def test_the_model_reads_the_paged_window_and_recalls_a_page(tmp_path: Path) -> 
     assert reopened.search("alpha")[0].page_index == 1  # saved to the store at each call
 
 
+def test_the_model_searches_the_archive() -> None:
+    middleware = MemciContextMiddleware(memci.ContextSystem(None, active_pages=1))
+    assert [tool.name for tool in middleware.tools] == ["recall_page", "list_pages", "search_pages"]
+    search = AIMessage(content="", tool_calls=[{"name": "search_pages", "args": {"query": "code word"}, "id": "s1"}])
+    fake = model([AIMessage("Noted: alpha."), AIMessage("Noted."), search, AIMessage("It was alpha.")])
+    agent = create_agent(fake, [], system_prompt="You remember.", middleware=[middleware])
+    messages: list[Any] = []
+    for text in ["The code word is alpha.", "The weather is fine.", "What was the code word?"]:
+        messages = agent.invoke({"messages": [*messages, HumanMessage(text)]})["messages"]
+    answer = fake.sent[-1][-1]
+    assert isinstance(answer, ToolMessage)
+    assert str(answer.content).startswith("[page 1] The code word is alpha.")
+
+
 # ---- the chat history ---------------------------------------------------------------------------
 
 HISTORY: list[BaseMessage] = [

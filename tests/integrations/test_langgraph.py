@@ -180,6 +180,25 @@ def test_the_agent_recalls_a_page_and_a_resumed_thread_continues() -> None:
     assert ctx.search("alpha")[0].page_index == 1
 
 
+def test_the_agent_searches_the_archive() -> None:
+    hook = ContextHook(active_pages=1)
+    assert [tool.name for tool in hook.tools()] == ["recall_page", "list_pages", "search_pages"]
+    store, saver = InMemoryStore(), InMemorySaver()
+    search = AIMessage(content="", tool_calls=[{"name": "search_pages", "args": {"query": "code word"}, "id": "s1"}])
+    fake = model([AIMessage(content="Noted alpha."), AIMessage(content="Noted beta."), search, AIMessage("alpha")])
+    agent = create_react_agent(
+        fake, hook.tools(), pre_model_hook=hook, state_schema=ContextState, checkpointer=saver, store=store
+    )
+    config = {"configurable": {"thread_id": "s"}}
+    for text in ["The code word is alpha.", "The weather is fine.", "What was the code word?"]:
+        result = agent.invoke({"messages": [("user", text)]}, config)
+    answer = fake.sent[-1][-1]
+    assert answer.type == "tool"
+    assert str(answer.content).startswith("[page 1] The code word is alpha.")
+    ctx = hook.context(result, store, "s")
+    assert [(e.index, e.recall_count) for e in ctx.contents if e.index == 1] == [(1, 1)], "the search was saved"
+
+
 # ---- threads kept apart, any thread id ----------------------------------------------------------
 
 THREAD_IDS = ["alice", "alice@example.com", "a.b.c", "ünï.cødé 漢字", "%2E", ".", "x\x00y", ""]

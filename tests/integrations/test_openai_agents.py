@@ -873,3 +873,17 @@ async def test_a_small_session_state_claiming_many_pages_reads_none_of_them(runs
     with pytest.raises(memci.StateError, match=words):
         await MemciSession("claims", storage=storage).get_items()
     assert storage.reads <= 1  # it read 10**7 pages before its StateError
+
+
+async def test_search_pages_through_the_sdk() -> None:
+    session = MemciSession("search", paged=True, active_pages=1)
+    await session.add_items([user("The code word is alpha."), assistant("Noted.")])
+    await session.add_items([user("The next one is beta."), assistant("Noted.")])
+    assert [tool.name for tool in session.tools()] == ["recall_page", "list_pages", "search_pages"]
+    model = ScriptModel([call("search_pages", {"query": "code word alpha"}, "c1")], [reply("done")])
+    agent = Agent(name="test", model=model, tools=session.tools())
+    await Runner.run(agent, "Which was the first code word?", session=session)
+    outputs = {
+        item["call_id"]: item["output"] for item in model.inputs[1] if item.get("type") == "function_call_output"
+    }
+    assert outputs["c1"].startswith("[page 1] The code word is alpha.")

@@ -82,7 +82,7 @@ def checked_tools(tools: object) -> tuple[dict[str, Any], ...]:
     checked = tuple(_plain_tool(tool, f"agent_tools[{i}]") for i, tool in enumerate(tools))
     for i, tool in enumerate(checked):
         function = _function_tool(tool)
-        if function is not None and function[0] in (recall.RECALL_PAGE, recall.LIST_PAGES):
+        if function is not None and function[0] in recall.TOOL_NAMES:
             raise InvalidOperationError(
                 f"ContextSystem: agent_tools[{i}] is named {function[0]!r}, the name of a recall tool memci adds"
             )

@@ -171,7 +171,7 @@ class Program:
         """Check ``node`` and size the JSON of its value (see :class:`_Size`)."""
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in self.tools:
-                raise RefusedError(f"line {node.lineno}: only {' and '.join(self.tools)} can be called")
+                raise RefusedError(f"line {node.lineno}: only {_names(list(self.tools))} can be called")
             args = [_literal(a) for a in node.args]
             kwargs = {str(k.arg): _literal(k.value) for k in node.keywords}
             # `*xs` never gets here (a starred argument is not a literal); `**{...}` does.
@@ -235,6 +235,11 @@ class Program:
             elif isinstance(stmt, ast.Expr):
                 value(stmt.value)
         return env["__result__"]
+
+
+def _names(names: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return " and ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _brackets(items: int) -> int:

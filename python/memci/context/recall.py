@@ -2,14 +2,15 @@
 parsed into a request, and the answer their results make. This module never touches a
 :class:`~memci.ContextSystem`: the system runs the tools.
 
-Two tools: ``recall_page(page_index)`` (a page's full entries) and ``list_pages(limit=10)`` (the
-contents entries with recall counts). They are defined in three formats: OpenAI function tools,
-Anthropic tools, and ATTP (:mod:`memci.context.attp`: the model answers with TOML whose
-``[tool_call]`` table holds Python-like ``code`` calling the tools).
+Three tools: ``recall_page(page_index)`` (a page's full entries), ``list_pages(limit=10)`` (the
+contents entries with recall counts) and ``search_pages(query, k=5)`` (the archived pages that best
+match the words of ``query``, one line each: ``[page N] summary — snippet``). They are defined in
+three formats: OpenAI function tools, Anthropic tools, and ATTP (:mod:`memci.context.attp`: the
+model answers with TOML whose ``[tool_call]`` table holds Python-like ``code`` calling the tools).
 
 :func:`parse_call` takes an OpenAI ``tool_call``, an Anthropic ``tool_use`` block or ATTP TOML
 text and returns a :class:`Request`: the calls to run, each a tool with its checked arguments
-(:class:`RecallPage`, :class:`ListPages`), or the refusal the model gets. The system runs the
+(:class:`RecallPage`, :class:`ListPages`, :class:`SearchPages`), or the refusal the model gets. The system runs the
 calls in order and :func:`answer` turns their results into the message to add to the
 conversation: a ``tool`` message, a ``tool_result`` block, or a user message holding an ATTP
 ``[tool_result]`` table. ATTP code is never executed: it is parsed and checked whole before
@@ -38,10 +39,15 @@ __all__ = [
     "FORMATS",
     "LIST_PAGES",
     "RECALL_PAGE",
+    "SEARCH_PAGES",
+    "TOOL_NAMES",
+    "Found",
+    "FoundPage",
     "InWindow",
     "ListPages",
     "RecallPage",
     "Request",
+    "SearchPages",
     "ToolCall",
     "ToolResult",
     "answer",
@@ -57,8 +63,15 @@ FORMATS: tuple[Format, ...] = ("openai", "anthropic", "responses", "attp")
 
 RECALL_PAGE = "recall_page"
 LIST_PAGES = "list_pages"
+SEARCH_PAGES = "search_pages"
+#: The recall tools' names, in the order they are defined.
+TOOL_NAMES = (RECALL_PAGE, LIST_PAGES, SEARCH_PAGES)
 #: ``list_pages`` lists at most this many pages.
 MAX_LIST = 100
+#: ``search_pages`` returns at most this many pages.
+MAX_SEARCH = 20
+#: A longer ``search_pages`` query is refused (a question, not a document).
+MAX_QUERY = 2_000
 #: Longer OpenAI ``arguments`` text is refused unread.
 MAX_ARGUMENTS = 20_000
 #: An answer of the recall tools (a page, a listing, an ATTP result) holds at most this many tokens
@@ -74,10 +87,13 @@ ANSWER_MAX_TOKENS = 32_000
 
 @dataclass(frozen=True, slots=True)
 class _Param:
+    """An integer parameter (at least ``minimum``), or with ``text`` a string one."""
+
     name: str
     description: str
-    minimum: int
+    minimum: int = 0
     default: int | None = None  # None: required
+    text: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +102,7 @@ class _Tool:
     description: str
     params: tuple[_Param, ...]
     returns: str
+    example: str
 
 
 _TOOLS = (
@@ -95,6 +112,7 @@ _TOOLS = (
         "and tool message it caused. Use the page index shown as [page N] in the contents page.",
         (_Param("page_index", "The index of the page, N in [page N].", 1),),
         'dict: {"page": N, "messages": [the page\'s messages, OpenAI chat format]}',
+        "3",
     ),
     _Tool(
         LIST_PAGES,
@@ -102,26 +120,46 @@ _TOOLS = (
         "each was recalled and how many rounds ago.",
         (_Param("limit", f"How many pages to list (at most {MAX_LIST}).", 0, 10),),
         "list[dict]: [{index, summary, recall_count, rounds_since_recall}]",
+        "5",
+    ),
+    _Tool(
+        SEARCH_PAGES,
+        "Search the archived pages of this conversation, those the contents page no longer lists "
+        "included, for the words of a query. Answers with the best pages, one per line: [page N], "
+        "its summary and the text around the best match; read one in full with recall_page.",
+        (
+            _Param("query", "The words to look for (names, places, topics, what was said).", text=True),
+            _Param("k", f"How many pages to return (at most {MAX_SEARCH}).", 1, 5),
+        ),
+        'list[str]: ["[page N] summary — snippet", ...]',
+        '"trip to Paris"',
     ),
 )
 _BY_NAME = {t.name: t for t in _TOOLS}
 
 
+def _param_schema(param: _Param) -> dict[str, Any]:
+    if param.text:
+        return {"type": "string", "maxLength": MAX_QUERY, "description": param.description}
+    return {"type": "integer", "minimum": param.minimum, "description": param.description}
+
+
 def _schema(tool: _Tool) -> dict[str, Any]:
     return {
         "type": "object",
-        "properties": {
-            p.name: {"type": "integer", "minimum": p.minimum, "description": p.description} for p in tool.params
-        },
+        "properties": {p.name: _param_schema(p) for p in tool.params},
         "required": [p.name for p in tool.params if p.default is None],
         "additionalProperties": False,
     }
 
 
 def _attp_signature(tool: _Tool) -> str:
-    params = ", ".join(p.name + ": int" + ("" if p.default is None else f" = {p.default}") for p in tool.params)
+    params = ", ".join(
+        p.name + (": str" if p.text else ": int") + ("" if p.default is None else f" = {p.default}")
+        for p in tool.params
+    )
     args = "\n".join(f"        {p.name}: {p.description}" for p in tool.params)
-    example = "3" if tool.name == RECALL_PAGE else "5"
+    example = tool.example
     return (
         f"def {tool.name}({params}) -> {tool.returns.split(':', 1)[0]}:\n"
         f'    """{tool.description}\n\n    Args:\n{args}\n\n    Returns:\n        {tool.returns}\n\n'
@@ -171,7 +209,8 @@ def system_note(format: Format) -> str:
     if format != "attp":
         return (
             f"{intro} To read a page in full, call the {RECALL_PAGE} tool with its page_index; "
-            f"{LIST_PAGES} lists the archived pages with how often each was recalled."
+            f"{LIST_PAGES} lists the archived pages with how often each was recalled; {SEARCH_PAGES} "
+            "finds pages by the words of a query, those the contents page no longer lists included."
         )
     listing = tool_definitions("attp")
     return (
@@ -211,7 +250,16 @@ class ListPages:
     limit: int
 
 
-ToolCall = RecallPage | ListPages
+@dataclass(frozen=True, slots=True)
+class SearchPages:
+    """A checked call of ``search_pages``: ``query`` is text of at most :data:`MAX_QUERY`
+    characters, ``k`` at most :data:`MAX_SEARCH`."""
+
+    query: str
+    k: int
+
+
+ToolCall = RecallPage | ListPages | SearchPages
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,8 +269,39 @@ class InWindow:
     page_index: int
 
 
-#: What running a call gives: the recalled page (or :class:`InWindow`), or the listing.
-ToolResult = Page | InWindow | list[PageListing]
+@dataclass(frozen=True, slots=True)
+class FoundPage:
+    """A page ``search_pages`` found: its index, its summary and the text around its best match."""
+
+    index: int
+    summary: str
+    snippet: str
+
+    def line(self) -> str:
+        """``[page N] summary — snippet`` on one line (whitespace runs made one space; the snippet
+        left out when the summary holds it)."""
+        summary, snippet = " ".join(self.summary.split()), " ".join(self.snippet.split())
+        parts = [p for p in (summary, snippet) if p]
+        if summary and snippet.strip("…") in summary:
+            parts = [summary]
+        return " ".join([f"[page {self.index}]", " — ".join(parts)]) if parts else f"[page {self.index}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What ``search_pages`` gives: the pages found, best first, for ``query``."""
+
+    query: str
+    pages: tuple[FoundPage, ...]
+
+    def lines(self) -> list[str]:
+        """One line per page found, each beginning ``[page N]``; none when nothing matched."""
+        return [page.line() for page in self.pages]
+
+
+#: What running a call gives: the recalled page (or :class:`InWindow`), the listing, or the pages
+#: a search found.
+ToolResult = Page | InWindow | list[PageListing] | Found
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +320,19 @@ class Request:
     program: attp.Program | None = None
 
 
-def _value(tool: _Tool, param: _Param, value: object) -> int:
+def _text_value(tool: _Tool, param: _Param, value: object) -> str:
+    if not isinstance(value, str):
+        raise RefusedError(f"{tool.name}: {param.name} must be a string, got {shown(value)}")
+    if len(value) > MAX_QUERY:
+        raise RefusedError(f"{tool.name}: {param.name} is {len(value)} characters long (at most {MAX_QUERY})")
+    if not is_unicode(value):
+        raise RefusedError(f"{tool.name}: {param.name} holds a lone surrogate, which is not text")
+    return value
+
+
+def _value(tool: _Tool, param: _Param, value: object) -> int | str:
+    if param.text:
+        return _text_value(tool, param, value)
     if isinstance(value, str) and 0 < len(digits := value.strip()) <= 20 and digits.isascii() and digits.isdigit():
         value = int(digits)  # "3" as the model may quote it; ASCII digits only ("²" is a digit to str)
     if isinstance(value, bool) or not isinstance(value, int) or value < param.minimum:
@@ -255,10 +346,10 @@ def _bind(name: str, args: list[object], kwargs: dict[str, object]) -> ToolCall:
     """Check a call of a recall tool against its signature: the call, or :class:`RefusedError`."""
     tool = _BY_NAME.get(name)
     if tool is None:
-        raise RefusedError(f"{shown(name)} is not a recall tool (only {RECALL_PAGE} and {LIST_PAGES} run here)")
+        raise RefusedError(f"{shown(name)} is not a recall tool (only {', '.join(TOOL_NAMES)} run here)")
     if len(args) > len(tool.params):
         raise RefusedError(f"{name}: takes at most {len(tool.params)} argument(s), got {len(args)}")
-    bound: dict[str, int] = {}
+    bound: dict[str, int | str] = {}
     for param, value in zip(tool.params, args, strict=False):
         bound[param.name] = _value(tool, param, value)
     known = {p.name: p for p in tool.params}
@@ -273,9 +364,11 @@ def _bind(name: str, args: list[object], kwargs: dict[str, object]) -> ToolCall:
             if param.default is None:
                 raise RefusedError(f"{name}: missing argument {param.name!r}")
             bound[param.name] = param.default
+    if tool.name == SEARCH_PAGES:
+        return SearchPages(str(bound["query"]), min(int(bound["k"]), MAX_SEARCH))
     if tool.name == RECALL_PAGE:
-        return RecallPage(bound["page_index"])
-    return ListPages(min(bound["limit"], MAX_LIST))
+        return RecallPage(int(bound["page_index"]))
+    return ListPages(min(int(bound["limit"]), MAX_LIST))
 
 
 def _native(format: Format, reply_to: str, name: object, arguments: object) -> Request:
@@ -405,6 +498,8 @@ def _data(result: ToolResult) -> Any:
     """A tool's result as JSON-able data."""
     if isinstance(result, Page):
         return {"page": result.index, "messages": result.messages()}
+    if isinstance(result, Found):
+        return result.lines()
     if isinstance(result, InWindow):
         index = result.page_index
         return {"page": index, "in_window": True, "note": f"page {index} is still in the conversation above"}
@@ -427,8 +522,8 @@ def _text(text: str) -> str:
 
 def _refusal_text(reason: str) -> str:
     return (
-        f"Refused: {reason}. Only {RECALL_PAGE}(page_index) and {LIST_PAGES}(limit) can be called here, "
-        "with literal arguments."
+        f"Refused: {reason}. Only {RECALL_PAGE}(page_index), {LIST_PAGES}(limit) and {SEARCH_PAGES}(query, k) "
+        "can be called here, with literal arguments."
     )
 
 
@@ -438,7 +533,10 @@ def _over_budget(size: str, results: Sequence[ToolResult], *, whole: bool) -> st
     if whole and len(results) == 1 and isinstance(page := results[0], Page):
         less = f"page {page.index} alone is too long to recall whole; its summary is in the contents page"
     else:
-        less = f"ask for less: fewer pages per call, each value used once, a smaller {LIST_PAGES} limit"
+        less = (
+            f"ask for less: fewer pages per call, each value used once, a smaller {LIST_PAGES} limit "
+            f"or {SEARCH_PAGES} k"
+        )
     return f"Refused: the answer would be {size}, over the {ANSWER_MAX_TOKENS} tokens an answer may hold; {less}."
 
 
@@ -494,11 +592,20 @@ def sized_answer(request: Request, results: Sequence[ToolResult], failure: str |
     elif failure is not None:
         text, error = _text(f"Error: {failure}"), True
     else:
-        text = attp.json_text(_data(results[0]))  # linear in the page the system stored
+        text = _native_text(results[0])
         size = _oversize(text)
         oversized = size is not None
         text, error = (text, False) if size is None else (_over_budget(size, results, whole=True), True)
     return _native_answer(request, text, error), oversized
+
+
+def _native_text(result: ToolResult) -> str:
+    """The text a native call's result is answered with: a search's lines, or the result's JSON
+    (linear in the page the system stored)."""
+    if isinstance(result, Found):
+        lines = result.lines()
+        return "\n".join(lines) if lines else f"No archived page matches {shown(result.query)}."
+    return attp.json_text(_data(result))
 
 
 def _native_answer(request: Request, text: str, error: bool) -> Message:

@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memci.context import recall
 from memci.context.contents import PageListing
 from memci.context.page import ArchivedPage, Message, Page
 from memci.context.parts import SystemParts
-from memci.context.recall import InWindow, ListPages, ToolCall, ToolResult
+from memci.context.recall import Found, FoundPage, InWindow, ListPages, SearchPages, ToolCall, ToolResult
 from memci.context.search import SearchHit
 from memci.errors import InvalidOperationError, PageError, repr_of, shown
 
@@ -32,8 +33,17 @@ __all__ = ["Recalling"]
 log = logging.getLogger("memci.context")
 
 
+@dataclass(frozen=True, slots=True)
+class _Search:
+    """A ``search_pages`` call, read: what it found, and each found page's stored copy when its
+    contents entry was dropped (its recall brings the entry back from it)."""
+
+    found: Found
+    stored: dict[int, ArchivedPage]
+
+
 #: What a recall tool call needs, read before anything counts.
-_Read = ListPages | InWindow | tuple[int, ArchivedPage]
+_Read = ListPages | InWindow | tuple[int, ArchivedPage] | _Search
 
 
 class Recalling(SystemParts):
@@ -41,11 +51,11 @@ class Recalling(SystemParts):
     the subclass's (:class:`~memci.ContextSystem`); this half reads them and counts recalls."""
 
     def run_tool(self, name: str, arguments: Mapping[str, Any] | str | None = None) -> str:
-        """Run the recall tool ``name`` (``recall_page``, ``list_pages``) with ``arguments`` (a dict,
-        or its JSON text as a model wrote it) and return the text the model reads: the page, the
-        listing, or a refusal or error naming what is wrong. Whatever the model wrote, this never
-        raises: it is :meth:`handle_tool_call` on a call of that tool. O(page) plus one storage
-        read."""
+        """Run the recall tool ``name`` (``recall_page``, ``list_pages``, ``search_pages``) with
+        ``arguments`` (a dict, or its JSON text as a model wrote it) and return the text the model
+        reads: the page, the listing, the pages found, or a refusal or error naming what is wrong.
+        Whatever the model wrote, this never raises: it is :meth:`handle_tool_call` on a call of
+        that tool. O(page) plus one storage read."""
         if isinstance(arguments, str):
             text = arguments
         else:
@@ -99,19 +109,27 @@ class Recalling(SystemParts):
 
     def _count_recall(self, index: int, stored: ArchivedPage) -> Page:
         """Count a recall of archived page ``index`` (read as ``stored``); the page."""
+        self._count(index, stored, "recall")
+        return Page.of(index, stored.messages)
+
+    def _count(self, index: int, stored: ArchivedPage | None, reason: str) -> None:
+        """Count a recall of archived page ``index``, read (``reason`` ``"recall"``) or found by a
+        search (``"search"``). ``stored``: the page as stored, if read; a dropped entry comes back
+        from it (read now when it was not)."""
 
         def restore() -> tuple[str, tuple[str, ...], int]:
-            return stored.summary, stored.entry_summaries, stored.archived_round
+            page = self._stored(index) if stored is None else stored
+            return page.summary, page.entry_summaries, page.archived_round
 
         entry = self._archive.recall(index, self._round, restore)
         log.debug(
-            "recall page %d in round %d (recalled %d times)",
+            "%s page %d in round %d (recalled %d times)",
+            reason,
             index,
             self._round,
             entry.recall_count,
-            extra={"page_index": index, "round": self._round, "reason": "recall"},
+            extra={"page_index": index, "round": self._round, "reason": reason},
         )
-        return Page.of(index, stored.messages)
 
     def list_pages(self, limit: int = 10) -> list[PageListing]:
         """The ``limit`` most recently archived pages on the contents page, newest first, with
@@ -124,16 +142,42 @@ class Recalling(SystemParts):
     def search(self, query: str, k: int = 5) -> list[SearchHit]:
         """The ``k`` archived pages (dropped contents entries included) that best match ``query``,
         best first, by BM25 over each page's summary and messages (:class:`memci.PageSearch`):
-        ``SearchHit(page_index, score, snippet)``. Searching counts no recall."""
+        ``SearchHit(page_index, score, snippet)``. Searching counts no recall (the
+        ``search_pages`` tool does: see :meth:`handle_tool_call`)."""
         with self._lock:
-            return self._search.search(query, k)
+            return self._ranked(query, k)
+
+    def _ranked(self, query: str, k: int) -> list[SearchHit]:
+        """The one ranking both :meth:`search` and the ``search_pages`` tool use: the ``k`` best
+        archived pages for ``query``, best first. A hybrid ranking (query and page vectors fused
+        with BM25) replaces this one place."""
+        return self._search.search(query, k)
+
+    def _found(self, call: SearchPages) -> _Search:
+        """Run a ``search_pages`` call, counting nothing: each page found with its summary (from
+        its contents entry, or from the stored page when the entry was dropped) and snippet.
+        :class:`~memci.PageError` when a found page is no longer stored."""
+        pages: list[FoundPage] = []
+        stored: dict[int, ArchivedPage] = {}
+        for hit in self._ranked(call.query, call.k):
+            entry = self._archive.entries.get(hit.page_index)
+            if entry is None:
+                stored[hit.page_index] = page = self._stored(hit.page_index)
+                summary = page.summary
+            else:
+                summary = entry.summary
+            pages.append(FoundPage(hit.page_index, summary, hit.snippet))
+        return _Search(Found(call.query, tuple(pages)), stored)
 
     def handle_tool_call(self, call: object) -> Message:
         """Answer the model's call of a recall tool (an OpenAI ``tool_call``, an Anthropic
         ``tool_use`` block, or ATTP TOML text) with the result to :meth:`add`: a ``tool`` message,
         a ``tool_result`` block (put it in a user message), or a user message with the ATTP result.
         A recalled page's entries come back in the result, so the page re-enters the window where
-        the model asked for it. Calls of anything else are refused in the result.
+        the model asked for it. ``search_pages`` answers with one line per page found
+        (``[page N] summary — snippet``), and each page it returns counts as recalled: its entry
+        comes back onto the contents page (if it was dropped) and stays there by the same rules
+        as a page read. Calls of anything else are refused in the result.
 
         The call is parsed and checked whole (:func:`memci.context.recall.parse_call`), its tool
         calls run in order under the lock, all or none: every page is checked and read, and the
@@ -145,7 +189,7 @@ class Recalling(SystemParts):
             if failure is not None:
                 return recall.answer(request, [], failure)
             message, oversized = recall.sized_answer(request, self._results(reads, count=False))
-            recalls = any(isinstance(read, tuple) for read in reads)
+            recalls = any(isinstance(read, tuple) or (isinstance(read, _Search) and read.found.pages) for read in reads)
             if oversized or not recalls:
                 return message
             results = self._results(reads, count=True)
@@ -162,6 +206,8 @@ class Recalling(SystemParts):
             for call in calls:
                 if isinstance(call, ListPages):
                     reads.append(call)
+                elif isinstance(call, SearchPages):
+                    reads.append(self._found(call))
                 elif self.is_active(call.page_index):
                     reads.append(InWindow(call.page_index))
                 else:
@@ -180,6 +226,11 @@ class Recalling(SystemParts):
                 results.append(self._archive.listing(self._round, read.limit))
             elif isinstance(read, InWindow):
                 results.append(read)
+            elif isinstance(read, _Search):
+                results.append(read.found)
+                if count:
+                    for page in read.found.pages:
+                        self._count(page.index, read.stored.get(page.index), "search")
             elif count:
                 results.append(self._count_recall(*read))
             else:

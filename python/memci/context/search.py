@@ -1,9 +1,10 @@
 """Ranked search over archived pages: :class:`PageSearch`, BM25 in Rust.
 
 The ranking is Okapi BM25 (k1 = 1.2, b = 0.75, Lucene's non-negative idf) over an inverted index;
-text is split into lowercase word tokens for alphabetic scripts and into character unigrams and
-bigrams for CJK, so ``"数据库"`` finds pages about ``数据`` and ``数据库``. Details and the exact
-formula: ``docs/storage.md`` ("Search").
+text is split into lowercase word tokens for alphabetic scripts (English words indexed by their
+Porter stem, so ``"baking"`` finds ``"baked"``; a query's stop words left out when it has other
+words) and into character unigrams and bigrams for CJK, so ``"数据库"`` finds pages about ``数据``
+and ``数据库``. Details, the exact formula and what was measured: ``docs/storage.md`` ("Search").
 
 >>> index = PageSearch()
 >>> index.add(1, "The user asked how to speed up a slow database query.")

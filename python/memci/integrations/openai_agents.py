@@ -13,7 +13,7 @@ Two modes:
   never a tool call without its output or an output without its call;
 - **paged** (``paged=True``): a :class:`~memci.AsyncContextSystem` with Responses items; old turns
   leave the window for storage, ``get_items()`` returns the window with its contents page, and
-  :meth:`MemciSession.tools` gives the agent ``recall_page`` and ``list_pages`` as function tools.
+  :meth:`MemciSession.tools` gives the agent ``recall_page``, ``list_pages`` and ``search_pages`` as function tools.
 
 Needs ``pip install 'memci[openai-agents]'``. Semantics and decisions:
 ``docs/integrations/openai-agents.md``.
@@ -38,7 +38,7 @@ with needs_extra("openai-agents", __name__):
 from memci.array import MessageArray
 from memci.context.async_system import AnySummarizer, AsyncContextSystem
 from memci.context.contents import ArchivePolicy
-from memci.context.recall import LIST_PAGES, RECALL_PAGE, tool_definitions
+from memci.context.recall import TOOL_NAMES, tool_definitions
 from memci.errors import ConflictError, InvalidMessageError, InvalidOperationError, SessionClosedError, StateError
 from memci.formats import dumped
 from memci.integrations.any_loop_lock import AnyLoopLock
@@ -524,9 +524,10 @@ class MemciSession:
     # ---- the paged mode's tools ----------------------------------------------------------------------
 
     def tools(self) -> list[Tool]:
-        """The recall tools as the SDK's function tools (``recall_page``, ``list_pages``), for the
-        agent's ``tools=``; paged mode only. A call is answered by the context system: a page's
-        messages, a listing, or a refusal or error text the model reads (never an exception)."""
+        """The recall tools as the SDK's function tools (``recall_page``, ``list_pages``,
+        ``search_pages``), for the agent's ``tools=``; paged mode only. A call is answered by the
+        context system: a page's messages, a listing, the pages a search found, or a refusal or
+        error text the model reads (never an exception)."""
         if self._paged is None:
             raise InvalidOperationError("MemciSession.tools(): the recall tools need a paged session (paged=True)")
         paged = self._paged
@@ -552,7 +553,7 @@ class MemciSession:
                 strict_json_schema=False,
             )
             for definition in definitions
-            if definition["name"] in (RECALL_PAGE, LIST_PAGES)
+            if definition["name"] in TOOL_NAMES
         ]
 
     def close(self) -> None:

@@ -19,6 +19,7 @@ pub mod sanitize;
 pub mod search;
 pub mod search_terms;
 pub mod snapshot;
+pub mod stem;
 pub mod store;
 #[cfg(test)]
 pub mod test_random;

@@ -1,7 +1,8 @@
 //! Ranked full-text search over pages: an inverted index scored with BM25, and snippets.
 //!
-//! Each page is one document (its text, tokenized by [`crate::core::search_terms`]). A query's
-//! distinct terms are scored with Okapi BM25 (k1 = 1.2, b = 0.75) and Lucene's non-negative idf:
+//! Each page is one document (its text, tokenized by [`crate::core::search_terms`], words stemmed
+//! by [`crate::core::stem`]). A query's distinct terms (its stop words left out when it holds any
+//! other word) are scored with Okapi BM25 (k1 = 1.2, b = 0.75) and Lucene's non-negative idf:
 //!
 //! ```text
 //! idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
@@ -24,7 +25,7 @@ use rustc_hash::FxBuildHasher;
 
 use rayon::prelude::*;
 
-use crate::core::search_terms::{is_cjk, tokenize};
+use crate::core::search_terms::{is_cjk, is_stop_word, stemmed, tokenize};
 
 type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;
 /// The query's distinct known terms: their order in the query and their idf.
@@ -88,8 +89,8 @@ pub struct Analyzed {
 /// A word's count in a text, and the byte span of its first occurrence.
 type FirstSeen = (u32, u32, u32);
 
-/// The distinct terms of a text with their counts: words (borrowed where they are spans of the
-/// text, with the span of their first occurrence) and CJK tokens by [`cjk_key`].
+/// The distinct terms of a text with their counts: words, stemmed (borrowed where they are spans of
+/// the text, with the span of their first occurrence), and CJK tokens by [`cjk_key`].
 #[derive(Default)]
 struct TermCounts<'t> {
     words: FxMap<Cow<'t, str>, FirstSeen>,
@@ -110,7 +111,18 @@ fn term_counts(text: &str) -> TermCounts<'_> {
             counts.words.insert(term, (1, s as u32, e as u32));
         }
     });
+    counts.words = by_stem(counts.words);
     counts
+}
+
+/// Word counts merged by stem: each distinct word is stemmed once (a stem differing from the word
+/// is owned), and the forms of one stem add up.
+fn by_stem(words: FxMap<Cow<'_, str>, FirstSeen>) -> FxMap<Cow<'_, str>, FirstSeen> {
+    let mut out: FxMap<Cow<'_, str>, FirstSeen> = FxMap::with_capacity_and_hasher(words.len(), FxBuildHasher);
+    for (word, (tf, s, e)) in words {
+        out.entry(stemmed(word)).and_modify(|c| c.0 += tf).or_insert((tf, s, e));
+    }
+    out
 }
 
 pub fn analyze(page: u64, text: String) -> Analyzed {
@@ -305,9 +317,16 @@ impl SearchIndex {
         // The query's distinct known terms, in query order, with their idf.
         let mut weights: Weights<'_> = HashMap::new();
         let mut ids: Vec<(u32, f64)> = Vec::new();
-        tokenize(query, |term, _, _| {
+        let mut tokens = Vec::new();
+        tokenize(query, |term, _, _| tokens.push(term));
+        let content = tokens.iter().any(|t| !is_stop_word(t));
+        for term in tokens {
+            if content && is_stop_word(&term) {
+                continue;
+            }
+            let term = stemmed(term);
             if weights.contains_key(term.as_ref()) {
-                return;
+                continue;
             }
             if let Some(id) = self.terms.get(&term) {
                 let df = f64::from(self.df[id as usize]);
@@ -317,7 +336,7 @@ impl SearchIndex {
                     ids.push((id, idf));
                 }
             }
-        });
+        }
         let mut scores = vec![0.0f64; self.docs.len()];
         let mut touched: Vec<u32> = Vec::new();
         for &(id, idf) in &ids {
@@ -368,8 +387,20 @@ fn snippet(text: &str, weights: &Weights<'_>, width: usize) -> String {
     // Matches as (start char, end char, query term), sorted by start then end (ends then never
     // decrease: only a CJK unigram and the bigram starting with it share a start).
     let mut matches: Vec<(usize, usize, usize)> = Vec::new();
+    // A stem keeps its word's first letter, so only words starting like a query term are stemmed,
+    // not every word of the page.
+    let mut starts_a_term = [false; 256];
+    for term in weights.keys() {
+        if let Some(&b) = term.as_bytes().first() {
+            starts_a_term[usize::from(b)] = true;
+        }
+    }
     tokenize(text, |term, s, e| {
-        if let Some(&(t, _)) = weights.get(term.as_ref()) {
+        let Some(&b) = term.as_bytes().first() else { return };
+        if !starts_a_term[usize::from(b)] {
+            return;
+        }
+        if let Some(&(t, _)) = weights.get(stemmed(term).as_ref()) {
             matches.push((char_at(s), char_at(e), t));
         }
     });
@@ -502,6 +533,31 @@ mod tests {
         let mut batch = SearchIndex::default();
         batch.add_many((1..=100u64).map(|p| (p, format!("page{p} round4 common"))).collect());
         assert_eq!(ix.search("common page3", 10, 80), batch.search("common page3", 10, 80));
+    }
+
+    #[test]
+    fn word_forms_meet_at_their_stem_and_stop_words_are_left_out() {
+        let ix = index(&[
+            (1, "We baked sourdough bread"),
+            (2, "the of what is"),
+            (3, "Baking bakes"),
+        ]);
+        let mut found = pages(&ix.search("baking", 5, 80));
+        found.sort_unstable();
+        assert_eq!(found, [1, 3]);
+        assert_eq!(
+            pages(&ix.search("what is the bread", 5, 80)),
+            [1],
+            "stop words left out"
+        );
+        assert_eq!(
+            pages(&ix.search("what is the", 5, 80)),
+            [2],
+            "a query of stop words alone keeps them"
+        );
+        let hit = &ix.search("bake", 1, 80)[0];
+        assert_eq!(hit.page, 3, "two forms of the stem");
+        assert!(hit.snippet.contains("Baking"), "{}", hit.snippet);
     }
 
     #[test]
