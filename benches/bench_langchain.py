@@ -9,8 +9,13 @@ the next model call are trimmed to 8,000 o200k_base tokens, the newest kept:
   a per-message exact counter (tiktoken, the OpenAI cookbook's formula), what a LangChain user
   writes in a ``before_model`` hook: it counts a prefix of the history per step of a binary
   search, re-tokenizing each time;
-- ``memci``: the middleware's trimmer (``MessageTrimmer``): the conversation mirrored once and
-  extended by the new messages, the trim reading cached counts.
+- ``memci``: the middleware's trimmer (``MessageTrimmer``, ``HistoryTrimmer`` underneath) as it
+  comes: the conversation mirrored once, extended by the new messages only, and the window cut
+  with hysteresis (cut back to 60% of the budget when it passes it, append-only between cuts);
+- ``memci-plain``: the same with ``low_water=None``: the newest messages that fit at every call,
+  planned on the mirror and rolled back (checkpoint/rollback, O(1) each).
+
+Both memci peers cost O(new + kept) a call: the same at 1k and at 100k messages.
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ pytest.importorskip("langchain_core")
 from langchain_core.messages import AIMessage, HumanMessage
 from memci.formats import to_langchain
 from memci.integrations.langchain_messages import MessageTrimmer
+from memci.integrations.trimming import LOW_WATER
 
-PEERS = ("langchain", "memci")
+PEERS = ("langchain", "memci", "memci-plain")
 CASES = harness.cases(PEERS, slow=("langchain-100k",))
 BUDGET = 8000
 
@@ -45,8 +51,8 @@ class _Agent:
     def __init__(self, peer: str, size: str) -> None:
         self.messages = list(history(size))
         self.turn = 0
-        if peer == "memci":
-            trimmer = MessageTrimmer(BUDGET)
+        if peer.startswith("memci"):
+            trimmer = MessageTrimmer(BUDGET, low_water=None if peer == "memci-plain" else LOW_WATER)
             self.trim = trimmer.trim
             trimmer.trim(self.messages)  # the conversation's first call mirrors and counts it once
         else:

@@ -8,8 +8,11 @@ engine or agent does every turn:
 
 - ``llamaindex``: ``ChatMemoryBuffer`` (its default tokenizer): it tokenizes the joined text of the
   whole history, then of a suffix one message shorter, and so on until it fits: quadratic;
-- ``memci``: ``MemciChatMemory`` (exact ``o200k_base``, the chat format's overheads): each message
-  counted once, when first seen; a get trims a copy of the mirror, O(messages kept).
+- ``memci``: ``MemciChatMemory`` as it comes (exact ``o200k_base``, the chat format's overheads):
+  each message converted and counted once, when first seen; a get appends the new messages to the
+  window and cuts it with hysteresis (back to 60% of the limit when it passes it), O(new + kept);
+- ``memci-plain``: the same with ``low_water=None`` (the newest messages that fit at every get,
+  planned on the mirror and rolled back), O(new + kept) too.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ pytest.importorskip("llama_index.core")
 from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import ChatMemoryBuffer
 from memci.integrations.llama_index import MemciChatMemory
+from memci.integrations.trimming import LOW_WATER
 
-PEERS = ("llamaindex", "memci")
+PEERS = ("llamaindex", "memci", "memci-plain")
 CASES = harness.cases(PEERS, slow=("llamaindex-1k",), very_slow=("llamaindex-10k", "llamaindex-100k"))
 LIMIT = 8000
 
@@ -39,10 +43,15 @@ def history(size: str) -> tuple[Any, ...]:
 
 class _Memory:
     def __init__(self, peer: str, size: str) -> None:
-        kind = ChatMemoryBuffer if peer == "llamaindex" else MemciChatMemory
-        self.memory = kind.from_defaults(chat_history=list(history(size)), token_limit=LIMIT)
+        if peer == "llamaindex":
+            self.memory: Any = ChatMemoryBuffer.from_defaults(chat_history=list(history(size)), token_limit=LIMIT)
+        else:
+            low_water = None if peer == "memci-plain" else LOW_WATER
+            self.memory = MemciChatMemory.from_defaults(
+                chat_history=list(history(size)), token_limit=LIMIT, low_water=low_water
+            )
         self.turn = 0
-        if peer == "memci":
+        if peer != "llamaindex":
             self.memory.get()  # the first get counts the history once, as a session's first turn would
 
     def turn_once(self) -> int:

@@ -11,6 +11,7 @@ plainest way, so that both sides must raise the same error class.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -316,3 +317,19 @@ class ReferenceArray:
 
     def stats(self) -> tuple[int, int, int, int]:
         return len(self.stored), len(self.visible), self.batch_index + 1, self.batch_index
+
+
+def trimmed_with_low_water(
+    trim: Callable[[int], list[Message]], max_tokens: int, low_water: float, system: int
+) -> list[Message]:
+    """The hysteresis rule of ``trim_to_tokens(max_tokens, low_water=...)``, over ``trim(budget)``,
+    the plain trim of the same messages to ``budget`` (checked against LangChain's trim_messages
+    in test_trim.py): when the budget decides nothing (the plain trim at ``max_tokens`` keeps what
+    one with no limit keeps), that; otherwise the plain trim at ``floor(low_water * max_tokens)``
+    when it keeps more than the ``system`` leading messages a trim always keeps, else the plain
+    trim at ``max_tokens``."""
+    at_max = trim(max_tokens)
+    if at_max == trim(10**18):
+        return at_max
+    at_low = trim(int(max_tokens * low_water))
+    return at_low if len(at_low) > system else at_max

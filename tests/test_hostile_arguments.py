@@ -138,6 +138,7 @@ GOOD: dict[str, st.SearchStrategy[Any]] = {
     "encoding": st.sampled_from(["o200k_base", "cl100k_base", "gpt-4o", "approximate"]),
     "strategy": st.sampled_from(["first", "last"]),
     "thinking": st.sampled_from(["drop_earlier", "count"]),
+    "low_water": st.none() | st.floats(0.05, 1.0),
     "flag": st.booleans(),
     "fraction": st.floats() | st.integers(-2, 2),
     "requests": st.lists(st.lists(st.sampled_from(MESSAGES), max_size=3), max_size=3),
@@ -217,6 +218,7 @@ TRIM_KINDS = {
     "allow_partial": "flag",
     "encoding": "encoding",
     "thinking": "thinking",
+    "low_water": "low_water",
 }
 TRUNCATE_KINDS = {
     "keep_first": "count",
@@ -824,7 +826,7 @@ BATCH_FUNCTIONS: dict[str, dict[str, str]] = {
     "batch.filter": {"roles": "roles", "content_contains": "roles", "content_excludes": "roles"},
     "batch.sanitize": {},
     # A batch trim counts thinking in full: it takes no ``thinking`` (docs/tokens.md).
-    "batch.trim_to_tokens": {name: kind for name, kind in TRIM_KINDS.items() if name != "thinking"},
+    "batch.trim_to_tokens": {name: kind for name, kind in TRIM_KINDS.items() if name not in {"thinking", "low_water"}},
     "batch.truncate": TRUNCATE_KINDS,
     "batch.arrow.run_table": {"pipeline": "pipeline", "table": "table", "column": "column", "first_row": "count"},
     "batch.arrow.run_parquet": {

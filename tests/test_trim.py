@@ -359,3 +359,99 @@ def test_same_result_as_langchain_trim_messages(
         counter=tokens.count_message if exact else tokens.approximate,
     )
     assert [(m["role"], m["content"]) for m in arr.messages()] == expected
+
+
+# ---- hysteresis (low_water) ---------------------------------------------------------------------
+
+
+def plain_trim(messages: list[Message], encoding: str, start_on: str | None) -> Any:
+    """``budget -> messages`` of a plain trim of ``messages`` on a fresh array."""
+
+    def trim(budget: int) -> list[Message]:
+        arr = MessageArray(messages)
+        arr.trim_to_tokens(budget, start_on=start_on, encoding=encoding)
+        return arr.messages()
+
+    return trim
+
+
+def leading_system(messages: list[Message]) -> int:
+    return next((i for i, m in enumerate(messages) if m["role"] not in ("system", "developer")), len(messages))
+
+
+@given(
+    history=agent_histories(),
+    chunks=st.lists(st.integers(1, 6), min_size=1, max_size=8),
+    budget=st.integers(0, 300),
+    low_water=st.sampled_from([0.1, 0.5, 0.6, 1.0]),
+    start_on=st.sampled_from([None, "user"]),
+    encoding=st.sampled_from(["o200k_base", "approximate"]),
+)
+def test_low_water_follows_the_reference_rule_and_only_grows_between_cuts(
+    *,
+    history: list[Message],
+    chunks: list[int],
+    budget: int,
+    low_water: float,
+    start_on: str | None,
+    encoding: str,
+) -> None:
+    """An agent loop: messages arrive in chunks and the array is trimmed after each. Each trim is
+    the reference rule's result for the messages it saw; the budget holds; no tool group is split;
+    and between cuts (trims the budget decided) the kept messages are the last ones with the new
+    ones after them."""
+    from reference import trimmed_with_low_water
+
+    arr = MessageArray()
+    sent: list[Message] = []
+    at = 0
+    for size in [*chunks, len(history)]:
+        new = history[at : at + size]
+        at += len(new)
+        arr.append(new)
+        seen = arr.messages()
+        system = leading_system(seen)
+        expected = trimmed_with_low_water(plain_trim(seen, encoding, start_on), budget, low_water, system)
+        at_max = plain_trim(seen, encoding, start_on)(budget)
+        arr.trim_to_tokens(budget, start_on=start_on, encoding=encoding, low_water=low_water)
+        kept = arr.messages()
+        assert kept == expected
+        assert units_intact(kept) or not units_intact(seen)  # a chunk may end between a call and its result
+        assert arr.token_count(encoding) <= max(budget, tokens.count_messages(seen[:system], encoding))
+        if at_max == plain_trim(seen, encoding, start_on)(10**18) and sent and seen[: len(sent)] == sent:
+            assert kept[: len(sent)] == sent  # no cut: the window grew at its end only
+        sent = kept
+
+
+def test_low_water_cuts_back_in_one_step_and_then_grows_append_only() -> None:
+    arr = MessageArray([system("s")])
+    windows = []
+    for turn in range(40):
+        arr.append([user(f"question {turn} " + "word " * 20), assistant(f"answer {turn} " + "word " * 20)])
+        arr.trim_to_tokens(400, low_water=0.5)
+        windows.append(arr.messages())
+    cuts = [i for i in range(1, 40) if windows[i][: len(windows[i - 1])] != windows[i - 1]]
+    assert 3 <= len(cuts) < 20, cuts  # a cut every few turns, not every turn
+    for i in cuts:
+        assert tokens.count_messages(windows[i]) <= 200  # cut back to the low-water mark
+        assert windows[i][0] == system("s")
+    assert arr.token_count() <= 400
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"low_water": 0}, "low_water must be"),
+        ({"low_water": 1.5}, "low_water must be"),
+        ({"low_water": True}, "low_water must be"),
+        ({"low_water": "0.6"}, "low_water must be"),
+        ({"low_water": 0.6, "strategy": "first"}, "strategy='last'"),
+        ({"low_water": 0.6, "allow_partial": True}, "allow_partial=False"),
+    ],
+)
+def test_bad_low_water_raises_and_changes_nothing(kwargs: dict[str, Any], match: str) -> None:
+    arr = MessageArray(dialogue(3))
+    with pytest.raises(InvalidOperationError, match=match):
+        arr.trim_to_tokens(10, **kwargs)
+    assert arr.messages() == dialogue(3)
+    assert arr.batch_index == 0

@@ -317,6 +317,7 @@ class MessageArray:
         allow_partial: bool = False,
         encoding: str = tokens.DEFAULT_ENCODING,
         thinking: str = tokens.DEFAULT_THINKING,
+        low_water: float | None = None,
         counter: tokens.Counter | None = None,
     ) -> OperationResult:
         """Keep the last (``strategy="last"``) or first messages that fit ``max_tokens``, as a new
@@ -329,13 +330,22 @@ class MessageArray:
         :meth:`token_count`. With an encoding the result's ``token_count(encoding,
         thinking=thinking)`` is at most ``max_tokens`` (unless the system messages alone exceed
         it); with ``counter`` (any callable) the sum of its counts is. O(k) for k messages looked
-        at, once counted; the GIL is released. Semantics: ``docs/tokens.md``."""
+        at, once counted; the GIL is released. Semantics: ``docs/tokens.md``.
+
+        ``low_water`` (a fraction of ``max_tokens`` in (0, 1]; ``None``, the default: off) cuts
+        with hysteresis, for an array trimmed again after each turn: while everything the role
+        rules keep fits ``max_tokens`` (the high-water mark) nothing is cut, so the messages kept
+        grow only at their end and a provider's prompt cache keeps hitting; once they pass it,
+        the trim keeps what fits ``low_water * max_tokens`` in one step (what fits ``max_tokens``
+        when no unit fits that), so the next cut comes only after that much room has filled
+        again. :data:`memci.integrations.trimming.LOW_WATER` (0.6) is the adapters' default. Last strategy, no
+        ``allow_partial``."""
         if counter is tokens.approximate:
             encoding, counter = tokens.APPROXIMATE, None
         elif counter is not None:
             counter = tokens.callable_counter("trim_to_tokens", counter)
         config = ops.TrimToTokens(
-            max_tokens, strategy, keep_system, start_on, end_on, allow_partial, encoding, thinking
+            max_tokens, strategy, keep_system, start_on, end_on, allow_partial, encoding, thinking, low_water
         )
         return self._run(config, counter)
 
@@ -371,7 +381,9 @@ class MessageArray:
         return cls._wrap(_core.MessageStore.from_json(text))
 
     def __copy__(self) -> MessageArray:
-        """An independent array (nothing is shared with callers, so shallow is deep). O(1) + COW."""
+        """An independent array (nothing is shared with callers, so shallow is deep): the store is
+        copied whole (every stored message, the batches, the cached counts), O(N + bytes stored).
+        To try a cut and undo it, ``b = arr.checkpoint()`` ... ``arr.rollback(b)`` costs O(1)."""
         return type(self)._wrap(self._store.copy())
 
     def __deepcopy__(self, memo: dict[int, object]) -> MessageArray:

@@ -369,6 +369,7 @@ class TrimToTokens:
     allow_partial: bool = False
     encoding: str = DEFAULT_ENCODING
     thinking: str = DEFAULT_THINKING
+    low_water: float | None = None
 
     def __post_init__(self) -> None:
         _set(self, "max_tokens", check_count(self.name, "max_tokens", self.max_tokens))
@@ -376,9 +377,20 @@ class TrimToTokens:
         for flag in ("keep_system", "allow_partial"):
             if not isinstance(getattr(self, flag), bool):
                 _fail(self.name, f"{flag} must be a bool, got {repr_of(getattr(self, flag))}")
+        if self.low_water is not None:
+            _set(self, "low_water", _low_water(self.name, self.low_water, self.strategy, self.allow_partial))
 
     def describe(self) -> str:
         return _describe(self.name, max_tokens=self.max_tokens, strategy=self.strategy)
+
+
+def _low_water(op: str, value: object, strategy: object, allow_partial: bool) -> float:
+    """``low_water`` as a float in (0, 1]; hysteresis keeps the newest messages, whole."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        _fail(op, f"low_water must be a fraction of max_tokens in (0, 1] or None, got {repr_of(value)}")
+    if strategy != "last" or allow_partial:
+        _fail(op, "low_water cuts the oldest whole messages: it takes strategy='last' and allow_partial=False")
+    return float(value)
 
 
 Operation: TypeAlias = (

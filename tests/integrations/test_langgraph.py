@@ -81,6 +81,28 @@ def test_every_model_call_is_trimmed_exactly_and_keeps_tool_groups(budget: int) 
         assert ids == [m.id for m in history[: len(history)] if m.id in ids]  # the graph's own objects, in order
 
 
+def test_the_hook_cuts_in_blocks_and_sends_an_append_only_window_between_cuts() -> None:
+    hook, plain = trim_hook(600), trim_hook(600, low_water=None)
+    messages = memci.formats.to_langchain([{"role": "system", "content": "Be brief."}])
+    previous: list[Any] = []
+    cuts = 0
+    for i in range(40):
+        messages += memci.formats.to_langchain(
+            [{"role": "user", "content": f"q{i} " * 10}, {"role": "assistant", "content": f"a{i} " * 10}]
+        )
+        for k, m in enumerate(messages):
+            m.id = f"m{k}"
+        sent = hook({"messages": messages})["llm_input_messages"]
+        assert memci.tokens.count_messages(as_dicts(sent)) <= 600
+        assert sent[0] is messages[0]
+        if sent[: len(previous)] != previous:
+            cuts += 1
+            assert memci.tokens.count_messages(as_dicts(sent)) <= 360  # back to 60% of the budget
+        previous = sent
+        assert len(plain({"messages": messages})["llm_input_messages"]) >= len(sent)
+    assert 3 <= cuts <= 15
+
+
 def test_the_hook_keeps_the_system_message_and_starts_on_a_user_message() -> None:
     hook = trim_hook(60)
     messages = memci.formats.to_langchain(

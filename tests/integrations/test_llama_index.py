@@ -16,6 +16,7 @@ pytest.importorskip("llama_index.core")
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
 from llama_index.core.storage.chat_store import SimpleChatStore
 from memci.integrations.llama_index import MemciChatMemory, to_memci
+from memci.integrations.trimming import LOW_WATER
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -101,10 +102,12 @@ def test_from_defaults_as_chat_memory_buffer_takes_it() -> None:
         MemciChatMemory.from_defaults(token_limit=10).get(initial_token_count=11)
 
 
+@pytest.mark.parametrize("low_water", [None, LOW_WATER])
 @pytest.mark.parametrize("limit", [1, 5, 20, 37, 60, 100, 150, 240, 400, 700, 1200, 5000])
-def test_get_keeps_the_newest_within_the_limit_and_never_splits_a_call(limit: int) -> None:
+def test_get_keeps_the_newest_within_the_limit_and_never_splits_a_call(limit: int, low_water: float | None) -> None:
+    """Without hysteresis, the most that fits; with it (the default), a cut keeps less."""
     messages = history(12)
-    memory = MemciChatMemory.from_defaults(chat_history=messages, token_limit=limit)
+    memory = MemciChatMemory.from_defaults(chat_history=messages, token_limit=limit, low_water=low_water)
     for initial in (0, limit // 3):
         got = memory.get(initial_token_count=initial)
         as_memci = [to_memci(m) for m in got]
@@ -121,7 +124,7 @@ def test_get_keeps_the_newest_within_the_limit_and_never_splits_a_call(limit: in
         if rest:
             assert rest[0].role == MessageRole.USER
         # One more turn would not have fit.
-        if len(rest) < len(messages) - 1:
+        if low_water is None and len(rest) < len(messages) - 1:
             longer = [*messages[:1], *messages[len(messages) - len(rest) - 4 :]]
             assert memci.tokens.count_messages([to_memci(m) for m in longer]) + initial > limit
 
@@ -235,7 +238,9 @@ class StrictStore(SimpleChatStore):
 
 def test_aget_trims_as_get_does_and_passes_the_store_nothing_extra() -> None:
     messages = history(12)
-    memory = MemciChatMemory.from_defaults(chat_history=messages, chat_store=StrictStore(), token_limit=200)
+    memory = MemciChatMemory.from_defaults(
+        chat_history=messages, chat_store=StrictStore(), token_limit=200, low_water=None
+    )
 
     async def run() -> tuple[list[ChatMessage], list[ChatMessage]]:
         return await memory.aget(), await memory.aget(input="hello", initial_token_count=50)

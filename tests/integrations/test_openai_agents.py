@@ -405,7 +405,32 @@ async def test_a_budget_never_splits_a_call_from_its_output(budget: int) -> None
     assert len(await MemciSession("budget", storage=session.storage).get_items()) == len(history)
 
 
+async def test_a_budget_cuts_in_blocks_and_grows_append_only_between_cuts() -> None:
+    """With max_tokens (hysteresis by default), each read repeats the previous one and adds the
+    new items, until the budget is passed; then one cut back to 60% of it. Popping and adding
+    again is seen (the mirror is rebuilt)."""
+    session = MemciSession("blocks", max_tokens=150)
+    previous: list[Any] = []
+    cuts = 0
+    for i in range(30):
+        await session.add_items([user(f"question {i} " * 3), assistant(f"answer {i} " * 3)])
+        sent = await session.get_items()
+        assert memci.tokens.count_messages(sent) <= 150
+        if sent[: len(previous)] != previous:
+            cuts += 1
+            assert memci.tokens.count_messages(sent) <= 90
+        previous = sent
+    assert 2 <= cuts <= 10
+    await session.pop_item()
+    await session.add_items([assistant("replaced")])
+    assert (await session.get_items())[-1] == assistant("replaced")
+    plain = MemciSession("plain", max_tokens=150, low_water=None, storage=session.storage)
+    assert memci.tokens.count_messages(await plain.get_items()) > 90  # the most that fits
+
+
 def test_bad_options_are_named() -> None:
+    with pytest.raises(memci.InvalidOperationError, match="low_water"):
+        MemciSession("s", max_tokens=10, low_water=0)
     with pytest.raises(memci.InvalidOperationError, match="max_tokens"):
         MemciSession("s", max_tokens=-1)
     with pytest.raises(memci.InvalidOperationError, match="session_id"):

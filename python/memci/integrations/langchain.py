@@ -42,6 +42,7 @@ from memci.formats import from_langchain, to_langchain
 from memci.integrations.langchain_messages import MessageTrimmer, conversation_key, current_config
 from memci.integrations.langgraph import STATE_KEY, ContextHook, newest_state
 from memci.integrations.message_log import MessageLog
+from memci.integrations.trimming import LOW_WATER
 from memci.storage.memory import MemoryStorage
 from memci.storage.protocol import Storage
 from memci.storage.sqlite import SqliteStorage
@@ -90,18 +91,43 @@ class MemciTrimMiddleware(RequestMiddleware):
     happens when none fits). Only the request is trimmed: the state keeps every message. Each
     conversation (by its ``thread_id``, see
     :func:`~memci.integrations.langchain_messages.conversation_key`) is mirrored once and extended
-    as it grows, so a call costs O(new + kept)."""
+    as it grows, so a call costs O(new + kept), whatever the conversation's length.
+
+    Cut with hysteresis by default: the messages sent grow append-only (a provider's prompt cache
+    keeps hitting) until they pass ``max_tokens``, then are cut back to ``low_water`` of it
+    (:data:`~memci.integrations.trimming.LOW_WATER`, 0.6) in one step; ``low_water=None`` sends
+    the newest messages that fit at every call."""
 
     def __init__(
-        self, max_tokens: int, *, encoding: str = tokens.DEFAULT_ENCODING, start_on: str | None = "user"
+        self,
+        max_tokens: int,
+        *,
+        encoding: str = tokens.DEFAULT_ENCODING,
+        start_on: str | None = "user",
+        low_water: float | None = LOW_WATER,
     ) -> None:
         super().__init__()
-        self.trimmer = MessageTrimmer(max_tokens, encoding=encoding, keep_system=True, start_on=start_on)
+        self.trimmer = MessageTrimmer(
+            max_tokens, encoding=encoding, keep_system=True, start_on=start_on, low_water=low_water
+        )
         self.encoding = encoding
+        self._system: tuple[BaseMessage, int] | None = None
+
+    def _system_tokens(self, request: ModelRequest[Any]) -> int:
+        """What the request's system message costs, counted again only when it changes."""
+        message = request.system_message
+        if message is None:
+            return 0
+        known = self._system
+        if known is not None and (known[0] is message or known[0] == message):
+            return known[1]
+        counted = _system_tokens(request, self.encoding)
+        self._system = (message, counted)
+        return counted
 
     def _request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
-        budget = self.trimmer.max_tokens - _system_tokens(request, self.encoding)
-        return request.override(messages=cast("list[AnyMessage]", self.trimmer.trim(list(request.messages), budget)))
+        budget = self.trimmer.max_tokens - self._system_tokens(request)
+        return request.override(messages=cast("list[AnyMessage]", self.trimmer.trim(request.messages, budget)))
 
 
 class MemciContextMiddleware(RequestMiddleware):

@@ -3,17 +3,14 @@
 
 :func:`conversation_key` names the conversation a model call or a tool call belongs to: the
 framework's own thread id when the run has one, else the id of the conversation's first message.
-:class:`MessageTrimmer` keeps, for each conversation it sees (by that key), a mirror of the
-messages as a :class:`~memci.MessageArray` (counts cached), extended as the conversation grows,
-and trims a copy of it: the newest messages within a budget, counted exactly, whole tool groups,
-as the conversation's own message objects.
+:class:`MessageTrimmer` keeps, for each conversation it sees (by that key), a
+:class:`~memci.integrations.trimming.HistoryTrimmer`: the newest messages within a budget,
+counted exactly, whole tool groups, cut with hysteresis, as the conversation's own message
+objects, at O(new + kept) a call.
 """
 
 from __future__ import annotations
 
-import copy
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,11 +20,11 @@ with needs_extra("langchain", __name__):
     from langchain_core.messages import BaseMessage
 
 from memci import sanitize, tokens
-from memci.array import MessageArray
 from memci.errors import InvalidOperationError
 from memci.formats import from_langchain
+from memci.integrations.trimming import LOW_WATER, Conversations, HistoryTrimmer, check_low_water
 
-__all__ = ["MIRRORS", "MessageTrimmer", "conversation_key", "current_config"]
+__all__ = ["MIRRORS", "MessageTrimmer", "conversation_key", "current_config", "same_message"]
 
 #: Conversations whose mirrors a trimmer keeps (least recently used dropped).
 MIRRORS = 64
@@ -54,33 +51,23 @@ def conversation_key(config: Mapping[str, Any], messages: Sequence[BaseMessage])
     return ("first", messages[0].id if messages else None)
 
 
-class _Mirror:
-    """A conversation's messages as a MessageArray, extended as it grows (by message id)."""
-
-    def __init__(self) -> None:
-        self.ids: list[str | None] = []
-        self.array = MessageArray()
-
-    def sync(self, messages: Sequence[BaseMessage]) -> MessageArray:
-        ids = [m.id for m in messages]
-        n = len(self.ids)
-        if len(ids) < n or ids[:n] != self.ids or None in self.ids:
-            self.ids, self.array = [], MessageArray()
-            n = 0
-        if len(ids) > n:
-            self.array.append(from_langchain(messages[n:]))
-            self.ids = ids
-        return self.array
+def same_message(a: BaseMessage, b: BaseMessage) -> bool:
+    """Whether two LangChain messages are the same message of a conversation: the same object, or
+    the same id (LangGraph gives every message of a state one)."""
+    return a is b or (a.id is not None and a.id == b.id)
 
 
 class MessageTrimmer:
     """Trims LangChain message lists to ``max_tokens`` exact tokens (``MessageArray.trim_to_tokens``:
     whole tool groups, a leading system message kept with ``keep_system``, starting on
-    ``start_on``). When no unit fits from ``start_on`` (mid-turn, after a long tool result), the
-    newest units that fit from anywhere; when not even the newest tool group fits, that group
-    alone, over the budget: a model call must send something. Conversations are kept apart by
-    :func:`conversation_key`; safe from several threads at once (a lock per conversation);
-    O(new + kept) a call, the counts cached."""
+    ``start_on``), with hysteresis (``low_water``, :data:`~memci.integrations.trimming.LOW_WATER`
+    by default; None: the newest messages that fit at every call): see
+    :class:`~memci.integrations.trimming.HistoryTrimmer`. When no unit fits from ``start_on``
+    (mid-turn, after a long tool result), the newest units that fit from anywhere; when not even
+    the newest tool group fits, that group alone, over the budget: a model call must send
+    something. Conversations are kept apart by :func:`conversation_key` (the ``MIRRORS`` most
+    recent kept); safe from several threads at once (a lock per conversation); O(new + kept) a
+    call, whatever the length of the conversation."""
 
     def __init__(
         self,
@@ -89,16 +76,33 @@ class MessageTrimmer:
         encoding: str = tokens.DEFAULT_ENCODING,
         keep_system: bool = True,
         start_on: str | None = "user",
+        low_water: float | None = LOW_WATER,
     ) -> None:
         if type(max_tokens) is not int or max_tokens < 0:
             raise InvalidOperationError(f"max_tokens must be an int >= 0, got {max_tokens!r}")
         tokens.count("", encoding)  # an unknown encoding is refused here
         self.max_tokens, self.encoding, self.keep_system, self.start_on = max_tokens, encoding, keep_system, start_on
-        self._mirrors: OrderedDict[tuple[str, str | None], tuple[threading.Lock, _Mirror]] = OrderedDict()
-        self._lock = threading.Lock()
+        self.low_water = check_low_water("MessageTrimmer", low_water)
+        relaxed = [{"start_on": None}] if start_on is not None else []
+        self._conversations: Conversations[tuple[str, str | None], HistoryTrimmer[BaseMessage]] = Conversations(
+            lambda: HistoryTrimmer(
+                _converted,
+                same=same_message,
+                encoding=encoding,
+                keep_system=keep_system,
+                start_on=start_on,
+                low_water=self.low_water,
+                relaxed=relaxed,
+            ),
+            MIRRORS,
+        )
 
     def trim(
-        self, messages: list[BaseMessage], max_tokens: int | None = None, *, config: Mapping[str, Any] | None = None
+        self,
+        messages: Sequence[BaseMessage],
+        max_tokens: int | None = None,
+        *,
+        config: Mapping[str, Any] | None = None,
     ) -> list[BaseMessage]:
         """The kept messages (the objects given), oldest first; ``max_tokens`` overrides the
         budget for this call (a caller sending a system prompt besides subtracts it); ``config``
@@ -107,31 +111,17 @@ class MessageTrimmer:
             return []
         budget = self.max_tokens if max_tokens is None else max(0, max_tokens)
         key = conversation_key(current_config() if config is None else config, messages)
-        with self._lock:
-            found = self._mirrors.pop(key, None)
-            lock, mirror = found if found is not None else (threading.Lock(), _Mirror())
-            self._mirrors[key] = (lock, mirror)
-            while len(self._mirrors) > MIRRORS:
-                self._mirrors.popitem(last=False)
-        with lock:
-            return self._trim(mirror.sync(messages), messages, budget)
-
-    def _trim(self, mirrored: MessageArray, messages: list[BaseMessage], budget: int) -> list[BaseMessage]:
-        for start in (self.start_on, None):
-            trimmed = copy.copy(mirrored)  # O(1): the trim is not kept
-            trimmed.trim_to_tokens(budget, encoding=self.encoding, keep_system=self.keep_system, start_on=start)
-            kept = trimmed.messages()
-            first_is_system = messages[0].type == "system"
-            system = 1 if kept and self.keep_system and kept[0]["role"] == "system" and first_is_system else 0
-            tail = len(kept) - system  # the trim keeps a suffix, and the leading system message
-            if tail:
-                return [*messages[:system], *messages[len(messages) - tail :]]
-        return newest_group(messages)
+        kept = self._conversations[key].trim(messages, budget)
+        return newest_group(messages) if kept is None else kept
 
 
-def newest_group(messages: list[BaseMessage]) -> list[BaseMessage]:
+def _converted(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    return from_langchain(list(messages))
+
+
+def newest_group(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """The shortest suffix of ``messages`` that is a valid history (a tool result with its call)."""
     for k in range(1, len(messages) + 1):
-        if sanitize.validate_messages(from_langchain(messages[-k:])).valid:
-            return messages[-k:]
-    return messages[-1:]
+        if sanitize.validate_messages(from_langchain(list(messages[-k:]))).valid:
+            return list(messages[-k:])
+    return list(messages[-1:])

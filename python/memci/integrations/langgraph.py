@@ -40,6 +40,7 @@ from memci.context.system import ContextSystem
 from memci.errors import InvalidOperationError, StorageError
 from memci.formats import from_langchain, to_langchain
 from memci.integrations.langchain_messages import MIRRORS, MessageTrimmer
+from memci.integrations.trimming import LOW_WATER
 from memci.storage.json_store import Commit, JsonStore
 
 __all__ = [
@@ -97,17 +98,23 @@ def trim_hook(
     encoding: str = tokens.DEFAULT_ENCODING,
     keep_system: bool = True,
     start_on: str | None = "user",
+    low_water: float | None = LOW_WATER,
 ) -> Callable[[Any], dict[str, Any]]:
     """A ``pre_model_hook`` sending the model the newest messages of ``state["messages"]`` within
     ``max_tokens`` exact tokens, as ``llm_input_messages``: the state keeps everything. The trim is
     :class:`~memci.integrations.langchain_messages.MessageTrimmer`'s (whole tool groups, the
-    graph's own message objects, each thread mirrored once, so a call costs O(new + kept)). The
-    state may be a dict (``TypedDict``) or a Pydantic model; threads are kept apart by their
-    ``thread_id``."""
-    trimmer = MessageTrimmer(max_tokens, encoding=encoding, keep_system=keep_system, start_on=start_on)
+    graph's own message objects, each thread mirrored once, so a call costs O(new + kept) whatever
+    the thread's length), cut with hysteresis: the messages sent grow append-only until they pass
+    ``max_tokens``, then are cut back to ``low_water`` of it (None: the newest that fit, every
+    call). The state may be a dict (``TypedDict``) or a Pydantic model; threads are kept apart by
+    their ``thread_id``."""
+    trimmer = MessageTrimmer(
+        max_tokens, encoding=encoding, keep_system=keep_system, start_on=start_on, low_water=low_water
+    )
 
     def hook(state: Any) -> dict[str, Any]:
-        return {"llm_input_messages": trimmer.trim(list(state_value(state, "messages") or ()))}
+        messages = state_value(state, "messages") or ()
+        return {"llm_input_messages": trimmer.trim(messages if isinstance(messages, list) else list(messages))}
 
     return hook
 

@@ -11,8 +11,9 @@ wherever that one or ``Memory`` goes: ``SimpleChatEngine``, ``FunctionAgent.run(
 
 The messages live in the chat store (LlamaIndex's ``SimpleChatStore`` by default, or any
 ``BaseChatStore``: Redis, Postgres, ...), as ``ChatMemoryBuffer`` keeps them. memci mirrors them
-in a :class:`~memci.MessageArray`, so ``get`` returns the newest messages within ``token_limit``
-counted exactly (``o200k_base`` by default) in O(kept) with the counts cached, where
+in a :class:`~memci.MessageArray` (:class:`~memci.integrations.trimming.HistoryTrimmer`), so
+``get`` returns the newest messages within ``token_limit`` counted exactly (``o200k_base`` by
+default), cut with hysteresis, in O(new + kept) with the counts cached, where
 ``ChatMemoryBuffer`` re-tokenizes a shrinking suffix per message dropped (quadratic), and never
 returns a tool result without the call that asked for it or a call without its results.
 Decisions: ``docs/integrations/llama-index.md``.
@@ -20,9 +21,7 @@ Decisions: ``docs/integrations/llama-index.md``.
 
 from __future__ import annotations
 
-import copy
 import json
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,9 +35,9 @@ with needs_extra("llama-index", __name__):
     from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
 
 from memci import tokens
-from memci.array import MessageArray
 from memci.errors import InvalidOperationError
 from memci.formats import dumped
+from memci.integrations.trimming import LOW_WATER, HistoryTrimmer, check_low_water
 
 __all__ = ["MemciChatMemory", "to_memci"]
 
@@ -116,20 +115,27 @@ def to_memci(message: ChatMessage) -> dict[str, Any]:
     return out
 
 
+def _converted(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+    return [to_memci(m) for m in messages]
+
+
 class MemciChatMemory(BaseChatStoreMemory):
     """A chat memory whose ``get`` is memci's exact token-budget trim (see the module).
 
     ``token_limit``: the tokens ``get`` may return (``initial_token_count`` of them taken by what
     the caller sends besides: a system prompt). ``encoding``: ``o200k_base`` (default),
     ``cl100k_base`` or ``approximate``. A leading system message is kept, as memci's trims keep
-    it; the history returned starts at a user message. Messages changed in place in the chat store
-    by someone else are not seen (one appended or removed is)."""
+    it; the history returned starts at a user message. Cut with hysteresis: the history returned
+    grows append-only (a provider's prompt cache keeps hitting) until it passes the limit, then is
+    cut back to ``low_water`` of it (:data:`~memci.integrations.trimming.LOW_WATER`, 0.6) in one
+    step; ``low_water=None``: the newest messages that fit at every ``get``. Messages changed in
+    place in the middle of the chat store by someone else are not seen (one appended or removed
+    is); see :class:`~memci.integrations.trimming.HistoryTrimmer`."""
 
     token_limit: int = Field(default=DEFAULT_TOKEN_LIMIT, gt=0)
     encoding: str = tokens.DEFAULT_ENCODING
-    _mirror: MessageArray | None = PrivateAttr(default=None)
-    _mirrored: list[ChatMessage] = PrivateAttr(default_factory=list)
-    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    low_water: float | None = Field(default=LOW_WATER, gt=0, le=1)
+    _trimmer: HistoryTrimmer[ChatMessage] | None = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -144,6 +150,7 @@ class MemciChatMemory(BaseChatStoreMemory):
         chat_store_key: str = DEFAULT_CHAT_STORE_KEY,
         token_limit: int | None = None,
         encoding: str = tokens.DEFAULT_ENCODING,
+        low_water: float | None = LOW_WATER,
         **kwargs: Any,
     ) -> MemciChatMemory:
         """As ``ChatMemoryBuffer.from_defaults``: the limit is ``token_limit``, else 75% of
@@ -157,42 +164,39 @@ class MemciChatMemory(BaseChatStoreMemory):
         store = chat_store or SimpleChatStore()
         if chat_history is not None:
             store.set_messages(chat_store_key, chat_history)
-        return cls(token_limit=token_limit, encoding=encoding, chat_store=store, chat_store_key=chat_store_key)
+        check_low_water("MemciChatMemory", low_water)
+        return cls(
+            token_limit=token_limit,
+            encoding=encoding,
+            low_water=low_water,
+            chat_store=store,
+            chat_store_key=chat_store_key,
+        )
 
     def __getstate__(self) -> dict[Any, Any]:
-        """Pickled without the mirror and the lock (rebuilt at the next ``get``)."""
+        """Pickled without the mirror (rebuilt at the next ``get``)."""
         state = dict(super().__getstate__())
-        state["__pydantic_private__"] = {"_mirror": None, "_mirrored": [], "_lock": None}
+        state["__pydantic_private__"] = {"_trimmer": None}
         return state
 
-    def __setstate__(self, state: dict[Any, Any]) -> None:
-        super().__setstate__(state)
-        self._lock = threading.Lock()
+    def _history_trimmer(self) -> HistoryTrimmer[ChatMessage]:
+        """The trimmer of this memory's history, made at the first use (a pydantic model has no
+        lock-free lazy field: two first calls at once may each make one, and one is kept)."""
+        trimmer = self._trimmer
+        if trimmer is None:
+            trimmer = HistoryTrimmer(
+                _converted,
+                encoding=self.encoding,
+                low_water=self.low_water,
+                relaxed=[{"keep_system": False}],  # the system message goes only if no turn fits beside it
+            )
+            self._trimmer = trimmer
+        return trimmer
 
     def tokenizer_fn(self, text: str) -> list[int]:
         """A list as long as ``text``'s exact token count (its items are not token ids): what
         LlamaIndex's chat engines take the length of to count a prefix."""
         return [0] * tokens.count(text, self.encoding)
-
-    def _synced(self, history: list[ChatMessage]) -> MessageArray:
-        """The mirror of the chat store's messages, ``history``: appended to when the store grew,
-        rebuilt when it shrank or its last mirrored message changed. O(new messages)."""
-        mirrored = self._mirrored
-        same_prefix = (
-            self._mirror is not None
-            and len(history) >= len(mirrored)
-            and (
-                not mirrored or history[len(mirrored) - 1] is mirrored[-1] or history[len(mirrored) - 1] == mirrored[-1]
-            )
-        )
-        if not same_prefix:
-            self._mirror, self._mirrored = MessageArray(), []
-        assert self._mirror is not None
-        new = history[len(self._mirrored) :]
-        if new:
-            self._mirror.append([to_memci(m) for m in new])
-            self._mirrored = [*self._mirrored, *new]
-        return self._mirror
 
     def _check_initial(self, initial_token_count: int) -> None:
         if initial_token_count > self.token_limit:
@@ -207,7 +211,7 @@ class MemciChatMemory(BaseChatStoreMemory):
         conversation fits, the last message alone (so that the model reports the overflow rather
         than losing it silently). O(kept), the counts cached; the first call after messages were
         added counts those. ``input`` and other keywords are accepted and ignored, as
-        ``ChatMemoryBuffer`` does."""
+        ``ChatMemoryBuffer`` does. With ``low_water``, a cut keeps less (see the class)."""
         self._check_initial(initial_token_count)
         return self._trimmed(self.chat_store.get_messages(self.chat_store_key), initial_token_count)
 
@@ -217,22 +221,10 @@ class MemciChatMemory(BaseChatStoreMemory):
         return self._trimmed(await self.chat_store.aget_messages(self.chat_store_key), initial_token_count)
 
     def _trimmed(self, history: list[ChatMessage], initial_token_count: int) -> list[ChatMessage]:
-        with self._lock:
-            mirror = self._synced(history)
-            history = self._mirrored
-            if not history:
-                return []
-            budget = self.token_limit - initial_token_count
-            for keep_system in (True, False):  # the system message goes only if no turn fits beside it
-                trimmed = copy.copy(mirror)
-                trimmed.trim_to_tokens(budget, encoding=self.encoding, keep_system=keep_system)
-                kept = trimmed.messages()
-                first = kept[0]["role"] if kept else None
-                system = 1 if keep_system and first == "system" and history[0].role == "system" else 0
-                tail = len(kept) - system  # the trim keeps a suffix of the history, and the system message
-                if tail:
-                    return [*history[:system], *history[len(history) - tail :]]
-            return history[-1:]  # no turn fits: the last message alone
+        if not history:
+            return []
+        kept = self._history_trimmer().trim(history, self.token_limit - initial_token_count)
+        return history[-1:] if kept is None else kept  # no turn fits: the last message alone
 
     def put(self, message: ChatMessage) -> None:
         """Append a message to the chat store."""
@@ -263,14 +255,12 @@ class MemciChatMemory(BaseChatStoreMemory):
     def reset(self) -> None:
         """Forget the history."""
         self.chat_store.delete_messages(self.chat_store_key)
-        with self._lock:
-            self._mirror, self._mirrored = None, []
+        self._history_trimmer().forget()
 
     async def areset(self) -> None:
         """Forget the history, by the chat store's async API."""
         await self.chat_store.adelete_messages(self.chat_store_key)
-        with self._lock:
-            self._mirror, self._mirrored = None, []
+        self._history_trimmer().forget()
 
     def to_string(self) -> str:
         """The memory as JSON text (its settings and its chat store), as ``ChatMemoryBuffer``
@@ -292,7 +282,12 @@ class MemciChatMemory(BaseChatStoreMemory):
             stored: dict[str, Any] = {"store": messages, "class_name": store.class_name()}
         else:
             stored = {**store.model_dump(), "class_name": store.class_name()}
-        settings = {"token_limit": self.token_limit, "encoding": self.encoding, "chat_store_key": self.chat_store_key}
+        settings = {
+            "token_limit": self.token_limit,
+            "encoding": self.encoding,
+            "low_water": self.low_water,
+            "chat_store_key": self.chat_store_key,
+        }
         return {**settings, "chat_store": stored, "class_name": self.class_name()}
 
     @classmethod

@@ -22,6 +22,7 @@ Needs ``pip install 'memci[openai-agents]'``. Semantics and decisions:
 from __future__ import annotations
 
 import asyncio
+import operator
 import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
@@ -43,6 +44,7 @@ from memci.errors import ConflictError, InvalidMessageError, InvalidOperationErr
 from memci.formats import dumped
 from memci.integrations.any_loop_lock import AnyLoopLock
 from memci.integrations.message_log import MessageLog
+from memci.integrations.trimming import LOW_WATER, HistoryTrimmer, check_low_water
 from memci.storage.async_protocol import AsyncStorage, is_async_store
 from memci.storage.bridge import LoopRunner, in_worker, sync_view
 from memci.storage.log import CONFLICTS
@@ -270,6 +272,10 @@ class MemciSession:
             :meth:`get_items`).
         max_tokens: full history only: :meth:`get_items` returns the newest items whose tokens fit
             this budget, never splitting a tool call from its output (None: everything).
+        low_water: with ``max_tokens``: the items returned grow append-only (a provider's prompt
+            cache keeps hitting) until they pass the budget, then are cut back to this share of it
+            in one step (:data:`~memci.integrations.trimming.LOW_WATER`, 0.6; None: the newest
+            items that fit at every call).
         encoding: the tokenizer of ``max_tokens`` and of the paged window (a tiktoken encoding or a
             model name).
         paged: keep a paged context window instead of the full history.
@@ -289,6 +295,7 @@ class MemciSession:
         storage: Storage | AsyncStorage | None = None,
         session_settings: SessionSettings | dict[str, Any] | None = None,
         max_tokens: int | None = None,
+        low_water: float | None = LOW_WATER,
         encoding: str = DEFAULT_ENCODING,
         paged: bool = False,
         system_prompt: str | None = None,
@@ -311,6 +318,15 @@ class MemciSession:
         self.db_path = db_path
         self.max_tokens = max_tokens
         self.encoding = encoding
+        # The budget's trim keeps its window between calls (hysteresis; O(new + kept) a call).
+        self._trimmer: HistoryTrimmer[dict[str, Any]] = HistoryTrimmer(
+            list,
+            same=operator.eq,
+            encoding=encoding,
+            keep_system=False,
+            start_on=None,
+            low_water=check_low_water("MemciSession", low_water),
+        )
         self.paged = paged
         self._owns_store = storage is None
         if storage is None:
@@ -362,10 +378,11 @@ class MemciSession:
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The history to send: the latest ``limit`` items in order (None: the session settings'
-        limit, else all). Full history: the items as added (the newest that fit ``max_tokens``,
-        with one); paged: the window, its leading system messages (the recall tools' note, the
-        contents page) always, then the latest ``limit`` items of the active pages; ``[]`` while
-        the session holds nothing. O(n) for n items returned."""
+        limit, else all). Full history: the items as added (with ``max_tokens``, the newest that
+        fit, cut with hysteresis: see ``low_water``); paged: the window, its leading system
+        messages (the recall tools' note, the contents page) always, then the latest ``limit``
+        items of the active pages; ``[]`` while the session holds nothing. O(n) for n items
+        returned (with ``max_tokens``: O(new + kept))."""
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise InvalidOperationError(f"get_items: limit must be an int or None, got {type(limit).__name__}")
         session_limit = resolve_session_limit(limit, self.session_settings)
@@ -383,13 +400,8 @@ class MemciSession:
             await history.refresh()
             if self.max_tokens is None:
                 return _limited(history.items.messages(), session_limit)
-            items = history.items
-            checkpoint = items.checkpoint()
-            try:
-                items.trim_to_tokens(self.max_tokens, keep_system=False, start_on=None, encoding=self.encoding)
-                return _limited(items.messages(), session_limit)
-            finally:
-                items.rollback(checkpoint)
+            kept = self._trimmer.trim(history.items, self.max_tokens)
+            return _limited(kept or [], session_limit)
 
         return [_given(item) for item in await self._serialised(work)]
 

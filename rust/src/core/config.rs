@@ -121,6 +121,10 @@ pub struct Budget {
     pub allow_partial: bool,
     /// The encoding the counts are taken in (a caller's own counter replaces it).
     pub encoding: Encoding,
+    /// `Last` only: cut with hysteresis. When the history passes `max_tokens` (the high-water
+    /// mark), the trim keeps what fits this many tokens (the low-water mark) instead, so that the
+    /// window can grow append-only until it passes the mark again (see [`crate::core::trim::plan`]).
+    pub low_water: Option<u64>,
 }
 
 /// The budget `trim_to_tokens(max_tokens, encoding=...)` means with every other option left at
@@ -137,6 +141,7 @@ impl Budget {
             end_on: Roles::default(),
             allow_partial: false,
             encoding,
+            low_water: None,
         }
     }
 }

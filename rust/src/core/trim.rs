@@ -26,6 +26,9 @@ pub struct Selection {
     /// The single message that did not fit and may be cut to fit: its position and the tokens
     /// left for it.
     pub candidate: Option<(usize, u64)>,
+    /// The budget decided the plan: a run the role rules would keep did not fit (without this,
+    /// the plan keeps what a plan with no limit would).
+    pub over: bool,
 }
 
 /// A piece of the result: a run of kept positions, or the cut message.
@@ -265,6 +268,7 @@ pub fn select(
             break;
         };
         let Some(cost) = cost_within(&m, &run, room, count, at_least, &mut bounds) else {
+            selection.over = true;
             if budget.allow_partial && last.len() == 1 && m.part(last.start) == Part::Plain {
                 selection.candidate = Some((last.start, room));
             }
@@ -278,6 +282,40 @@ pub fn select(
         selection.kept.append(&mut run);
     }
     selection
+}
+
+/// Plan a trim of `visible` ([`select`]) with the budget's hysteresis: with a `low_water` mark
+/// (and `Last`), a history that passes `max_tokens` is cut back to what fits the low-water mark,
+/// in one step; one that does not pass it keeps what the role rules keep, so between cuts the
+/// result is the last one with the new messages after it. A cut keeps at least what fits
+/// `max_tokens` when nothing but the system messages fits the low-water mark. The counts are
+/// those of [`select`]; a cut plans twice (the second time over messages already counted).
+pub fn plan(
+    visible: &CowVec<NodeId>,
+    arena: &Arena,
+    budget: &Budget,
+    priming: u64,
+    count: &mut dyn FnMut(usize) -> u64,
+    at_least: &mut dyn FnMut(usize) -> u64,
+) -> Selection {
+    let high = select(visible, arena, budget, priming, count, at_least);
+    let Some(low_water) = budget
+        .low_water
+        .filter(|_| high.over && budget.strategy == Strategy::Last)
+    else {
+        return high;
+    };
+    let low_budget = Budget {
+        max_tokens: low_water.min(budget.max_tokens),
+        ..*budget
+    };
+    let low = select(visible, arena, &low_budget, priming, count, at_least);
+    let system_slot = usize::from(low.system > 0);
+    if finish(&low, false, visible, arena, budget).len() > system_slot {
+        low
+    } else {
+        high
+    }
 }
 
 /// The tokens of the messages of `units` if they fit in `room`, counted in order until they do
@@ -524,6 +562,7 @@ mod tests {
             end_on: Roles::default(),
             allow_partial: false,
             encoding: Encoding::Approximate,
+            low_water: None,
         }
     }
 
@@ -672,6 +711,45 @@ mod tests {
                 "every kept message is counted"
             );
         }
+    }
+
+    /// The contents kept by a plan with hysteresis (every message costs 1).
+    fn kept_with_low_water(history: &[(&str, &str)], max_tokens: u64, low_water: u64) -> Vec<String> {
+        let s = store(history);
+        let mut b = budget(max_tokens, Strategy::Last);
+        b.start_on = Roles::of(&[Role::User]);
+        b.low_water = Some(low_water);
+        let visible = s.visible().clone();
+        let selection = super::plan(&visible, s.arena(), &b, 0, &mut |_| 1, &mut |_| 0);
+        finish(&selection, false, &visible, s.arena(), &b)
+            .into_iter()
+            .flat_map(|slot| match slot {
+                Slot::Keep(r) => r,
+                Slot::Cut => 0..0,
+            })
+            .map(|pos| history[pos].1.to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn hysteresis_cuts_to_the_low_water_mark_only_past_the_high_one() {
+        let turns = [
+            ("system", "s"),
+            ("user", "u1"),
+            ("assistant", "a1"),
+            ("user", "u2"),
+            ("assistant", "a2"),
+            ("user", "u3"),
+            ("assistant", "a3"),
+        ];
+        // Everything fits 7: nothing is cut, whatever the low-water mark.
+        assert_eq!(kept_with_low_water(&turns, 7, 3).len(), 7);
+        // Past 6: cut back to what fits 3 (the system message and one turn).
+        assert_eq!(kept_with_low_water(&turns, 6, 3), ["s", "u3", "a3"]);
+        // Nothing but the system message fits 1: the cut keeps what fits the high-water mark.
+        assert_eq!(kept_with_low_water(&turns, 6, 1), ["s", "u2", "a2", "u3", "a3"]);
+        // Leading messages the role rule drops are not a cut.
+        assert_eq!(kept_with_low_water(&turns[2..], 5, 1), ["u2", "a2", "u3", "a3"]);
     }
 
     #[test]

@@ -314,6 +314,25 @@ fn flag(obj: &Bound<'_, PyAny>, place: &str) -> Result<bool, Error> {
         .map_err(|_| Fault::kind("a bool", obj.as_borrowed()).at(place))
 }
 
+/// The low-water mark in tokens of a `TrimToTokens` config: `low_water` (None, or a fraction in
+/// (0, 1] that `memci.ops` has checked) of `max_tokens`, rounded down.
+fn low_water(fraction: &Bound<'_, PyAny>, max_tokens: &Bound<'_, PyAny>, place: &str) -> Result<Option<u64>, Error> {
+    if fraction.is_none() {
+        return Ok(None);
+    }
+    let share: f64 = fraction
+        .extract()
+        .map_err(|_| Fault::kind("a float in (0, 1]", fraction.as_borrowed()).at(place))?;
+    let max = count(max_tokens, place)? as u64;
+    // An f64 holds a budget exactly up to 2^53 tokens; beyond that, the mark is as near as it gets.
+    #[allow(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss
+    )]
+    Ok(Some(((max as f64) * share.clamp(0.0, 1.0)).floor() as u64))
+}
+
 /// A list of str as owned strings (see [`strings`]).
 fn owned_strings(obj: &Bound<'_, PyAny>, place: &str) -> Result<Vec<String>, Error> {
     Ok(strings(obj, place)?.iter().map(|s| String::from(&**s)).collect())
@@ -404,6 +423,7 @@ impl Described {
                 end_on: Roles::of(&roles(Some(&field("end_on")?), &place("end_on"), true)?),
                 allow_partial: flag(&field("allow_partial")?, &place("allow_partial"))?,
                 encoding: named(&field("encoding")?, &place("encoding"))?,
+                low_water: low_water(&field("low_water")?, &field("max_tokens")?, &place("low_water"))?,
             }),
             other => {
                 return Err(Error::InvalidOperation(format!("{other}: not an operation the store runs")).into());

@@ -11,7 +11,7 @@ use pyo3::types::{PyDict, PyInt, PyList, PyString};
 use crate::core::config::{Budget, Strategy};
 use crate::core::error::Error;
 use crate::core::store::Store;
-use crate::core::trim::{kept_end, partial, select};
+use crate::core::trim::{kept_end, partial, plan};
 use crate::core::turns::Thinking;
 use crate::core::value::ValueRef;
 use crate::python::convert::to_py;
@@ -116,7 +116,7 @@ pub fn trim_to_tokens(
         }
         let (selection, candidate) = {
             let s = lock::read(py, store);
-            let selection = select(&visible, s.arena(), budget, 0, &mut |pos| counts[pos], &mut |_| 0);
+            let selection = plan(&visible, s.arena(), budget, 0, &mut |pos| counts[pos], &mut |_| 0);
             let bytes = selection
                 .candidate
                 .map(|(pos, _)| s.arena().message(visible[pos]).bytes().to_vec());

@@ -1,4 +1,4 @@
-//! TRIM TO TOKENS on the store: plan ([`select`]), cut ([`partial`]) and apply, the counts taken
+//! TRIM TO TOKENS on the store: plan ([`plan`]), cut ([`partial`]) and apply, the counts taken
 //! from the store's cache (`core/trim.rs` holds the plan; this is its use on a [`Store`]).
 
 use std::cell::RefCell;
@@ -8,7 +8,7 @@ use crate::core::config::{Budget, Strategy};
 use crate::core::cow_vec::CowVec;
 use crate::core::snapshot::View;
 use crate::core::store::Store;
-use crate::core::trim::{Selection, Slot, exact_cut, finish, kept_end, select};
+use crate::core::trim::{Selection, Slot, exact_cut, finish, kept_end, plan};
 use crate::core::turns::Thinking;
 
 /// Counts are computed this many at a time when a trim reaches uncounted messages (doubling up
@@ -35,7 +35,7 @@ impl Store {
         };
         let (arena, counts) = (&self.arena, &mut self.token_counts);
         let mut window = PREFETCH_FIRST;
-        let selection = select(
+        let selection = plan(
             &visible,
             arena,
             budget,
@@ -71,7 +71,7 @@ impl Store {
         let encoding = budget.encoding;
         let visible = self.view.visible.clone();
         let (arena, counts) = (&self.arena, RefCell::new(&mut self.token_counts));
-        let selection = select(
+        let selection = plan(
             &visible,
             arena,
             budget,
