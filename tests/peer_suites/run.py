@@ -58,6 +58,8 @@ class Suite:
     """Whether ``make test`` runs it (``--make-test``); a long suite runs in ``make peer-suites`` only."""
     keyword: str | None = None
     """A ``pytest -k`` expression choosing the suite's tests in ``files``, when not all of them."""
+    options: tuple[str, ...] = ()
+    """More pytest options, the same on every side."""
 
 
 AGENTS_RUNNER_FILES = (
@@ -144,6 +146,22 @@ SUITES = (
         "swap_langchain_trim",
         keyword="trim_messages",
     ),
+    # Both sides add a trimming middleware to every create_agent (the native side LangChain's
+    # trim_messages). The conftest above tests/unit_tests/agents loads langchain-tests' recording
+    # fixtures, which these offline tests do not use: it is left out (--confcutdir), and so is the
+    # one module that needs langchain-openai.
+    Suite(
+        "langchain-trim-middleware",
+        "langchain",
+        ("tests/unit_tests/agents",),
+        "swap_langchain_trim_middleware",
+        options=(
+            "--confcutdir",
+            "tests/unit_tests/agents",
+            "--ignore",
+            "tests/unit_tests/agents/middleware/implementations/test_model_fallback.py",
+        ),
+    ),
     # Both sides add a trimming pre-model hook (the native side LangChain's trim_messages): the
     # tests must pass as they do with the native hook.
     Suite(
@@ -211,6 +229,7 @@ def run_side(suite: Suite, root: Path, side: str, reports: Path) -> dict[str, st
     command += suite.files
     if suite.keyword is not None:
         command += ["-k", suite.keyword]
+    command += suite.options
     report.unlink(missing_ok=True)  # an earlier run's report is no result of this one
     started = time.monotonic()
     try:
