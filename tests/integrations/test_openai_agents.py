@@ -756,6 +756,39 @@ async def test_a_closed_session_raises_runtime_error(make_session: SessionFactor
             await call()
 
 
+def async_sqlite_session(session_id: str, db_path: str | Path = ":memory:") -> Any:
+    pytest.importorskip("aiosqlite")
+    from agents.extensions.memory import AsyncSQLiteSession
+
+    return AsyncSQLiteSession(session_id, db_path)
+
+
+@pytest.mark.parametrize("make", [memci_session, async_sqlite_session], ids=["MemciSession", "AsyncSQLiteSession"])
+async def test_close_can_be_awaited_as_the_sdks_async_sessions_close(make: SessionFactory, tmp_path: Path) -> None:
+    # Code written for AsyncSQLiteSession awaits close(), twice at once and again; it runs unchanged.
+    db = tmp_path / "awaited.db"
+    session = make("awaited", db)
+    await session.add_items(WEATHER[:1])
+    await asyncio.gather(session.close(), session.close())  # type: ignore[attr-defined]
+    await session.close()  # type: ignore[attr-defined]
+    with pytest.raises(RuntimeError, match="is closed"):
+        await session.get_items()
+    reopened = make("awaited", db)
+    assert await reopened.get_items() == WEATHER[:1]  # the close kept what was added
+    await reopened.close()  # type: ignore[attr-defined]
+
+
+def test_close_without_awaiting_closes_and_warns_of_nothing(tmp_path: Path) -> None:
+    # SQLiteSession's callers close without awaiting: the close is done on return and leaves no
+    # un-awaited coroutine behind (warnings are errors in this suite).
+    session = MemciSession("sync", tmp_path / "sync.db")
+    session.close()
+    with pytest.raises(memci.SessionClosedError, match="MemciSession is closed"):
+        asyncio.run(session.get_items())
+    with pytest.raises(memci.StorageError, match="closed"):
+        session.storage.load_state()
+
+
 class PausedStore(memci.MemoryStorage):
     """A memory store whose next save waits until ``resume`` is set (``saving`` tells it began)."""
 

@@ -39,6 +39,11 @@ REASON_KINDS = ("internals: ", "noop: ", "unmapped: ")
 SUITE_TIMEOUT = 1800
 """Seconds one side of one suite may take: a hang fails the suite instead of the build."""
 
+TEST_TIMEOUT = 30
+"""Seconds one test may take (pytest-timeout): a test that hangs on one side (one that waits for
+a private method of the native class to be called) fails alone, and the rest of its suite runs.
+The suites' tests take well under a second each."""
+
 
 @dataclass(frozen=True)
 class Suite:
@@ -53,6 +58,8 @@ class Suite:
     """Whether ``make test`` runs it (``--make-test``); a long suite runs in ``make peer-suites`` only."""
     keyword: str | None = None
     """A ``pytest -k`` expression choosing the suite's tests in ``files``, when not all of them."""
+    options: tuple[str, ...] = ()
+    """More pytest options, the same on every side."""
 
 
 AGENTS_RUNNER_FILES = (
@@ -111,6 +118,12 @@ SUITES = (
     Suite(
         "agents-encrypted", "openai-agents", ("tests/extensions/memory/test_encrypt_session.py",), "swap_agents_sqlite"
     ),
+    Suite(
+        "agents-async-session",
+        "openai-agents",
+        ("tests/extensions/memory/test_async_sqlite_session.py",),
+        "swap_agents_sqlite",
+    ),
     # 1,838 tests, about 6 minutes for the two runs (twice that on a busy machine): kept out of
     # make test, which must stay under 25 minutes.
     Suite(
@@ -132,6 +145,22 @@ SUITES = (
         ("tests/unit_tests/messages/test_utils.py",),
         "swap_langchain_trim",
         keyword="trim_messages",
+    ),
+    # Both sides add a trimming middleware to every create_agent (the native side LangChain's
+    # trim_messages). The conftest above tests/unit_tests/agents loads langchain-tests' recording
+    # fixtures, which these offline tests do not use: it is left out (--confcutdir), and so is the
+    # one module that needs langchain-openai.
+    Suite(
+        "langchain-trim-middleware",
+        "langchain",
+        ("tests/unit_tests/agents",),
+        "swap_langchain_trim_middleware",
+        options=(
+            "--confcutdir",
+            "tests/unit_tests/agents",
+            "--ignore",
+            "tests/unit_tests/agents/middleware/implementations/test_model_fallback.py",
+        ),
     ),
     # Both sides add a trimming pre-model hook (the native side LangChain's trim_messages): the
     # tests must pass as they do with the native hook.
@@ -196,9 +225,11 @@ def run_side(suite: Suite, root: Path, side: str, reports: Path) -> dict[str, st
     environment["PYTHONPATH"] = os.pathsep.join([str(root), str(HERE), environment.get("PYTHONPATH", "")])
     command = [sys.executable, "-m", "pytest", "-q", "-p", suite.plugin, "-p", "no:cacheprovider"]
     command += ["--rootdir", str(root), "-c", str(root / "pyproject.toml"), "--junitxml", str(report)]
-    command += ["-o", "junit_family=xunit1", "-o", "console_output_style=classic", *suite.files]
+    command += ["-o", "junit_family=xunit1", "-o", "console_output_style=classic", "--timeout", str(TEST_TIMEOUT)]
+    command += suite.files
     if suite.keyword is not None:
         command += ["-k", suite.keyword]
+    command += suite.options
     report.unlink(missing_ok=True)  # an earlier run's report is no result of this one
     started = time.monotonic()
     try:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import operator
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeVar, cast
 
 from memci._optional import needs_extra
@@ -125,6 +125,20 @@ async def _settled(work: Awaitable[T]) -> T:
             task.exception()  # retrieved: the cancellation is what the caller hears of
         raise cancelled
     return task.result()
+
+
+class _Done:
+    """An awaitable with nothing left to do: what :meth:`MemciSession.close` returns (a bare
+    coroutine would warn when a sync caller never awaits it; this does not)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return
+        yield  # a generator that ends at once: awaiting it returns None
+
+
+_CLOSED = _Done()
 
 
 def _limited(items: list[Any], limit: int | None) -> list[Any]:
@@ -568,9 +582,17 @@ class MemciSession:
             if definition["name"] in TOOL_NAMES
         ]
 
-    def close(self) -> None:
+    def close(self) -> Awaitable[None]:
         """Close the store this session opened (a ``storage=`` given is the caller's to close);
-        every later call raises :class:`~memci.SessionClosedError` (a ``RuntimeError``)."""
-        self._closed = True
-        if self._owns_store:
-            self.storage.close()
+        every later call raises :class:`~memci.SessionClosedError` (a ``RuntimeError``). Closing
+        again does nothing.
+
+        The close is done when this returns. What it returns may be awaited, and awaiting it does
+        nothing more: ``session.close()`` is ``SQLiteSession``'s close, ``await session.close()``
+        the SDK's async sessions' (``AsyncSQLiteSession``, ``RedisSession``), so either caller's
+        code runs unchanged."""
+        if not self._closed:
+            self._closed = True
+            if self._owns_store:
+                self.storage.close()
+        return _CLOSED
