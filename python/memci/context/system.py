@@ -33,6 +33,7 @@ from memci.context.contents import (
     RoundResult,
 )
 from memci.context.counting import SystemTokens
+from memci.context.embedding import Embedder, checked_embedder, row_bytes
 from memci.context.page import ArchivedPage, Message, Page
 from memci.context.persistence import Persistent
 from memci.context.recalling import Recalling
@@ -125,6 +126,7 @@ class ContextSystem(Persistent, Recalling):
         max_context_tokens: int | None = None,
         counter: Counter | None = None,
         thinking: str = tokens.DEFAULT_THINKING,
+        embedder: Embedder | None = None,
     ) -> None:
         """``system_prompt``: a string or a system/developer message, or None (or ``""``) for none:
         then the recall tools' note is the only system message. ``tools``: the protocol the
@@ -139,7 +141,12 @@ class ContextSystem(Persistent, Recalling):
         message dict in, its tokens out) to use instead of ``memci.tokens`` with ``encoding``.
         ``thinking``: whether the thinking of earlier assistant turns counts (``"drop_earlier"``,
         the providers' default, or ``"count"``; see :mod:`memci.tokens`); like the counter, it is
-        configuration, not state: copies keep it, :meth:`load` takes it again."""
+        configuration, not state: copies keep it, :meth:`load` takes it again. ``embedder``: a
+        callable from a list of texts to one vector per text (sync or async; lists or a numpy
+        array): each archived page is embedded once, in one call per archiving step, its vector
+        stored with the page, and :meth:`search` fuses BM25 with cosine similarity
+        (:class:`~memci.PageSearch`); code too, passed again to :meth:`load`. Default None: BM25
+        alone."""
         if tools is None:
             tools = "openai"
         if tools not in recall.FORMATS:
@@ -177,7 +184,7 @@ class ContextSystem(Persistent, Recalling):
         self._archive = ArchiveChapter(
             policy, self._tokens.text_message, self._tokens.lines, recall.contents_hint(tools)
         )
-        self._search = PageSearch()
+        self._search = PageSearch(embedder=checked_embedder(embedder, "ContextSystem"))
         # Pages up to this index were forgotten (clear(forget=True)); the next save deletes them.
         # (Pages archived since the last save are staged in the log: written with the next state, in
         # one commit, so a crash before it leaves the store at the last save.)
@@ -219,10 +226,11 @@ class ContextSystem(Persistent, Recalling):
         try:
             leaving = window.page_indices()[: max(0, window.active_count - self._active_pages)]
             prepared = [self._prepare(i) for i in leaving]
+            vectors = self._embedded(prepared)
         except BaseException:
             window.undo_open(index)
             raise
-        self._archive_pages(prepared, "active_pages")
+        self._archive_pages(prepared, "active_pages", vectors)
         return index
 
     def _extend(self, batch: list[Message]) -> list[int]:
@@ -250,9 +258,10 @@ class ContextSystem(Persistent, Recalling):
                 end = opens[at + 1] if at + 1 < len(opens) else len(batch)
                 messages, texts = _read_back(batch[opens[at] : end])
                 prepared.append(self._summarised(window.next_index + at, messages, texts))
+        vectors = self._embedded(prepared)
         opening = set(opens)
         indices = [window.open_page(m) if i in opening else window.join(m) for i, m in enumerate(batch)]
-        self._archive_pages(prepared, "active_pages")
+        self._archive_pages(prepared, "active_pages", vectors)
         return indices
 
     def extend(self, messages: Sequence[Message | SdkObject]) -> list[int]:
@@ -362,7 +371,7 @@ class ContextSystem(Persistent, Recalling):
                 for index in indices:
                     window.detach(index)
                 self._log.unstage()
-                self._search = PageSearch()
+                self._search = PageSearch(embedder=self._search.embedder)
                 self._archive.forget()
                 self._forgotten_through = window.next_index - 1
             else:
@@ -392,11 +401,24 @@ class ContextSystem(Persistent, Recalling):
         """The contents entry of a page archived now: never recalled, last-recall round = now."""
         return ContentsEntry(page.index, summary.summary, summary.entry_summaries, 0, self._round, self._round)
 
-    def _archive_pages(self, prepared: list[tuple[Page, PageSummary, str]], reason: str) -> None:
+    def _embedded(self, prepared: list[tuple[Page, PageSummary, str]]) -> list[bytes | None]:
+        """The vector of each prepared page (one call of the embedder for them all), or None each
+        without an embedder. :class:`~memci.EmbeddingError` when the embedder's answer is bad."""
+        if self._search.embedder is None or not prepared:
+            return [None] * len(prepared)
+        return list(row_bytes(self._search.embed([text for _, _, text in prepared])))
+
+    def _archive_pages(
+        self, prepared: list[tuple[Page, PageSummary, str]], reason: str, vectors: list[bytes | None] | None = None
+    ) -> None:
         """Archive summarised active pages: the O(1) unlink, the contents entry and the search
         index; the page is staged in the log for the next :meth:`save`, which writes it with the
-        state. ``reason`` (``"active_pages"``, ``"max_context_tokens"``, ``"clear"``) is logged."""
-        for page, summary, text in prepared:
+        state. ``reason`` (``"active_pages"``, ``"max_context_tokens"``, ``"clear"``) is logged.
+        ``vectors``: the pages' (:meth:`_embedded`), else they are embedded first, in one call: if
+        that fails, nothing has changed."""
+        if vectors is None:
+            vectors = self._embedded(prepared)
+        for (page, summary, text), vector in zip(prepared, vectors, strict=True):
             log.debug(
                 "archive page %d in round %d (%s): %d messages",
                 page.index,
@@ -406,12 +428,12 @@ class ContextSystem(Persistent, Recalling):
                 extra={"page_index": page.index, "round": self._round, "reason": reason},
             )
             stored = ArchivedPage(
-                page.index, tuple(page.messages()), summary.summary, summary.entry_summaries, self._round
+                page.index, tuple(page.messages()), summary.summary, summary.entry_summaries, self._round, vector
             )
             self._log.stage(stored.to_dict())
             self._window.detach(page.index)
             self._archive.add(self._new_entry(page, summary))
-            self._search.add(page.index, text)
+            self._search.add(page.index, text, vector)
 
     # ---- what the model sees ----------------------------------------------------------------------
 
