@@ -24,6 +24,7 @@ __all__ = [
     "MessageView",
     "PageWindow",
     "SearchIndex",
+    "VectorIndex",
     "__version__",
     "count_message",
     "count_message_list",
@@ -32,6 +33,8 @@ __all__ = [
     "current_turn_start",
     "encoding_name",
     "entry_texts",
+    "fuse_ranks",
+    "hybrid_search",
     "message_texts",
     "ranks_file",
     "read_attp_call",
@@ -222,6 +225,38 @@ class SearchIndex:
         """add() for each item, in order; tokenizes in parallel."""
     def search(self, query: str, k: int) -> list[tuple[int, float, str]]:
         """(page, score, snippet) of the k best pages, best first; ties to the lower page."""
+
+@final
+class VectorIndex:
+    """Unit-length page vectors (float32) of one dimension, by page; cosine similarity."""
+
+    def __new__(cls) -> VectorIndex: ...
+    def __len__(self) -> int: ...
+    def __contains__(self, page: int, /) -> bool: ...
+    @property
+    def dim(self) -> int:
+        """The dimension (0 before the first vector)."""
+    def add_many(self, pages: Sequence[int], data: bytes, dim: int) -> None:
+        """The vectors of pages (data: their rows of dim little-endian float32), all or none."""
+    def nearest(self, query: bytes, k: int) -> list[tuple[int, float]]:
+        """(page, cosine) of the k pages nearest query, best first; ties to the lower page."""
+
+def fuse_ranks(
+    lexical: Sequence[tuple[int, float]], dense: Sequence[tuple[int, float]], method: str, weight: float, k: int
+) -> list[tuple[int, float]]:
+    """The k best (page, score) of two ranked lists fused by "rrf" or "convex", weight on dense."""
+
+def hybrid_search(
+    search: SearchIndex,
+    vectors: VectorIndex,
+    query: str,
+    query_vector: bytes,
+    k: int,
+    method: str,
+    weight: float,
+    depth: int,
+) -> list[tuple[int, float, str]]:
+    """(page, fused score, snippet) of the k best pages: BM25 and cosine top-depth lists fused."""
 
 # ---- batch (memci.batch) --------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ __all__ = [
     "BatchError",
     "ConflictError",
     "ContextOverflowError",
+    "EmbeddingError",
     "InvalidMessageError",
     "InvalidOperationError",
     "MemciError",
@@ -67,6 +68,11 @@ class ContextOverflowError(MemciError, ValueError):
 
 class SummaryError(MemciError, ValueError):
     """A summarizer returned something that is not a summary of the page it was given."""
+
+
+class EmbeddingError(MemciError, ValueError):
+    """An embedder returned something that is not one vector per text given, or vectors of another
+    dimension than the ones it made before."""
 
 
 class StorageError(MemciError, ValueError):

@@ -33,6 +33,9 @@ mod _core {
     use crate::python::search::SearchIndex;
 
     #[pymodule_export]
+    use crate::python::hybrid::{VectorIndex, fuse_ranks, hybrid_search};
+
+    #[pymodule_export]
     use crate::python::batch::{BatchPipeline, JsonlRun};
 
     #[pymodule_export]

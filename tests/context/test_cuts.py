@@ -137,10 +137,12 @@ def test_a_cut_keeps_the_last_n_pages_whole_even_above_low_water():
 
 
 def test_the_last_pages_over_the_budget_fall_back_to_the_exact_fit_and_never_exceed_it():
-    ctx = make(active_pages=5, max_context_tokens=300, summarizer=FixedSummarizer())
+    # Room for 189 tokens of messages beside the tool definitions: the last 5 pages pass it.
+    limit = 189 + make().tool_tokens()
+    ctx = make(active_pages=5, max_context_tokens=limit, summarizer=FixedSummarizer())
     for n in range(1, 12):
         ctx.extend(interaction(n))
-        assert ctx.count_tokens(ctx.build_messages(sanitize=False)) + ctx.tool_tokens() <= 300
+        assert ctx.count_tokens(ctx.build_messages(sanitize=False)) + ctx.tool_tokens() <= limit
         ctx.end_round()
 
 
@@ -245,8 +247,10 @@ async def test_the_async_system_takes_and_reports_the_cut_settings():
 
 
 def test_when_the_last_pages_alone_pass_the_budget_they_yield_to_a_cut_at_low_water_not_one_per_request():
-    ctx = make(active_pages=5, max_context_tokens=400, summarizer=FixedSummarizer())
-    budget = 400 - ctx.tool_tokens()
+    # Room for 289 tokens of messages beside the tool definitions: five pages pass it.
+    limit = 289 + make().tool_tokens()
+    ctx = make(active_pages=5, max_context_tokens=limit, summarizer=FixedSummarizer())
+    budget = limit - ctx.tool_tokens()
     sent = _agent(ctx, 40)
     assert max(ctx.count_tokens(request) for request in sent) <= budget
     assert 5 * ctx.count_tokens(sent[-1][-4:]) > budget  # five pages do not fit

@@ -208,7 +208,8 @@ def test_a_page_index_must_be_a_positive_int(page_index: object) -> None:
     ("call", "words"),
     [
         (lambda ix: ix.add(1, b"bytes"), "text must be a str"),
-        (lambda ix: ix.extend([(1, "a", "b")]), r"items\[0\] must be a \(page_index, text\)"),
+        (lambda ix: ix.extend([(1, "a", None, "b")]), r"items\[0\] must be a \(page_index, text\)"),
+        (lambda ix: ix.extend([(1, "a", "b")]), r"items\[0\] vector must be float32 bytes"),
         (lambda ix: ix.search(b"q"), "query must be a str"),
         (lambda ix: ix.search("q", -1), "k must be an int >= 0"),
         (lambda ix: ix.search("q", 2.0), "k must be an int"),

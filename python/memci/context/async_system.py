@@ -21,8 +21,10 @@ import contextvars
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
+from memci.context import embedding
 from memci.context.async_summary import AsyncSummarizer, AsyncSummarizerFn, on_loop
 from memci.context.contents import ArchivePolicy, ContentsEntry, DroppedEntry, PageListing, RoundResult
+from memci.context.embedding import Embedder, checked_embedder
 from memci.context.page import Message, Page
 from memci.context.search import SearchHit
 from memci.context.summary import Summarizer
@@ -73,14 +75,19 @@ class AsyncContextSystem:
         *,
         storage: AnyStorage | None = None,
         summarizer: AnySummarizer | None = None,
+        embedder: Embedder | None = None,
         **options: Any,
     ) -> None:
-        self._setup(storage, summarizer)
+        self._setup(storage, summarizer, embedder)
         self._system = ContextSystem(
-            system_prompt, storage=self._sync_storage, summarizer=self._sync_summarizer, **options
+            system_prompt,
+            storage=self._sync_storage,
+            summarizer=self._sync_summarizer,
+            embedder=self._sync_embedder,
+            **options,
         )
 
-    def _setup(self, storage: AnyStorage | None, summarizer: AnySummarizer | None) -> None:
+    def _setup(self, storage: AnyStorage | None, summarizer: AnySummarizer | None, embedder: Embedder | None) -> None:
         self._lock = asyncio.Lock()
         self._loop = LoopRunner("AsyncContextSystem")
         self._storage = storage
@@ -91,11 +98,15 @@ class AsyncContextSystem:
             )
         self._sync_storage = None if storage is None else sync_view(storage, self._loop)
         self._sync_summarizer = on_loop(summarizer, self._loop.run)
+        # An async embedder is awaited on the loop, like the summarizer.
+        self._sync_embedder = embedding.on_loop(checked_embedder(embedder, "AsyncContextSystem"), self._loop.run)
 
     @classmethod
-    def _empty(cls, storage: AnyStorage, summarizer: AnySummarizer | None) -> AsyncContextSystem:
+    def _empty(
+        cls, storage: AnyStorage, summarizer: AnySummarizer | None, embedder: Embedder | None
+    ) -> AsyncContextSystem:
         ctx = cls.__new__(cls)
-        ctx._setup(storage, summarizer)
+        ctx._setup(storage, summarizer, embedder)
         return ctx
 
     def _store_for(self, method: str) -> Storage:
@@ -130,12 +141,15 @@ class AsyncContextSystem:
         *,
         summarizer: AnySummarizer | None = None,
         counter: Counter | None = None,
+        embedder: Embedder | None = None,
     ) -> AsyncContextSystem:
         """The system last saved to ``storage``, exactly (:meth:`ContextSystem.load`): the state is
         read and the search index rebuilt from the stored pages, all awaited."""
-        ctx = cls._empty(storage, summarizer)
-        store, fitted = ctx._store_for("load"), ctx._sync_summarizer
-        ctx._system = await ctx._run(lambda: ContextSystem.load(store, summarizer=fitted, counter=counter))
+        ctx = cls._empty(storage, summarizer, embedder)
+        store, fitted, embeds = ctx._store_for("load"), ctx._sync_summarizer, ctx._sync_embedder
+        ctx._system = await ctx._run(
+            lambda: ContextSystem.load(store, summarizer=fitted, counter=counter, embedder=embeds)
+        )
         return ctx
 
     @classmethod
@@ -145,6 +159,7 @@ class AsyncContextSystem:
         system_prompt: str | Message | None = None,
         *,
         summarizer: AnySummarizer | None = None,
+        embedder: Embedder | None = None,
         **options: Any,
     ) -> AsyncContextSystem:
         """Load or create (:meth:`ContextSystem.open`): the system saved to ``storage``, continuing
@@ -152,9 +167,11 @@ class AsyncContextSystem:
         ``agent_tools``, ``active_pages``, ``policy``, ``encoding``, ``max_context_tokens``,
         ``counter``, ``cache_stable``, ``low_water``) replace the saved ones. Nothing is written
         until :meth:`save`."""
-        ctx = cls._empty(storage, summarizer)
-        store, fitted = ctx._store_for("open"), ctx._sync_summarizer
-        ctx._system = await ctx._run(lambda: ContextSystem.open(store, system_prompt, summarizer=fitted, **options))
+        ctx = cls._empty(storage, summarizer, embedder)
+        store, fitted, embeds = ctx._store_for("open"), ctx._sync_summarizer, ctx._sync_embedder
+        ctx._system = await ctx._run(
+            lambda: ContextSystem.open(store, system_prompt, summarizer=fitted, embedder=embeds, **options)
+        )
         return ctx
 
     @classmethod
@@ -165,12 +182,15 @@ class AsyncContextSystem:
         *,
         summarizer: AnySummarizer | None = None,
         counter: Counter | None = None,
+        embedder: Embedder | None = None,
     ) -> AsyncContextSystem:
         """The system :meth:`to_state` described, on ``storage`` (the one holding its archived
         pages): :meth:`ContextSystem.from_state`, the pages read for search awaited."""
-        ctx = cls._empty(storage, summarizer)
-        store, fitted = ctx._store_for("from_state"), ctx._sync_summarizer
-        ctx._system = await ctx._run(lambda: ContextSystem.from_state(state, store, summarizer=fitted, counter=counter))
+        ctx = cls._empty(storage, summarizer, embedder)
+        store, fitted, embeds = ctx._store_for("from_state"), ctx._sync_summarizer, ctx._sync_embedder
+        ctx._system = await ctx._run(
+            lambda: ContextSystem.from_state(state, store, summarizer=fitted, counter=counter, embedder=embeds)
+        )
         return ctx
 
     async def to_state(self) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memci.context.embedding import decode_vector, encode_vector
 from memci.errors import PageError
 
 __all__ = ["ArchivedPage", "Entry", "Message", "Page", "role_of"]
@@ -68,7 +69,9 @@ _FIELDS: dict[str, type] = {
 @dataclass(frozen=True, slots=True)
 class ArchivedPage:
     """A page as it is stored: its index, its messages, its summary and one per entry, and the
-    round it was archived in. The context system writes one for each page it archives; the chat
+    round it was archived in, and its vector when the system has an embedder (little-endian float32
+    bytes; stored as base64 under ``"vector"``, absent without one, so a page written without
+    an embedder is stored byte for byte as before). The context system writes one for each page it archives; the chat
     histories and the Agents SDK session write their pages as this record too, with no summary.
     The storage knows nothing of these fields: the record is checked here, once, when it is read
     back (:meth:`from_dict`)."""
@@ -78,16 +81,21 @@ class ArchivedPage:
     summary: str = ""
     entry_summaries: tuple[str, ...] = ()
     archived_round: int = 0
+    vector: bytes | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The page dict that is stored (its bytes are the same as every memci release wrote)."""
-        return {
+        """The page dict that is stored (without a vector, its bytes are the same as every memci
+        release wrote)."""
+        page = {
             "index": self.index,
             "messages": list(self.messages),
             "summary": self.summary,
             "entry_summaries": list(self.entry_summaries),
             "archived_round": self.archived_round,
         }
+        if self.vector is not None:
+            page["vector"] = encode_vector(self.vector)
+        return page
 
     @classmethod
     def from_dict(cls, page: object, index: int) -> ArchivedPage:
@@ -103,6 +111,7 @@ class ArchivedPage:
             page["summary"],
             tuple(page["entry_summaries"]),
             page["archived_round"],
+            decode_vector(page["vector"]) if "vector" in page else None,
         )
 
 
@@ -122,6 +131,8 @@ def _problem(page: object, index: int) -> str | None:
     for i, message in enumerate(page["messages"]):
         if type(message) is not dict or not role_of(message):
             return f"messages[{i}] is not a message dict with a role or type"
+    if "vector" in page and decode_vector(page["vector"]) is None:
+        return "its 'vector' is not base64 of finite float32 values"
     for i, summary in enumerate(page["entry_summaries"]):
         if type(summary) is not str:
             return f"entry_summaries[{i}] is a {type(summary).__name__}, not a str"

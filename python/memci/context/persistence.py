@@ -21,6 +21,7 @@ from memci.context.agent_tools import checked_tools
 from memci.context.contents import ArchivePolicy
 from memci.context.counting import SystemTokens
 from memci.context.cuts import DEFAULT_LOW_WATER, CutPolicy, StableContents
+from memci.context.embedding import Embedder, decode_vector
 from memci.context.page import ArchivedPage, Message
 from memci.context.parts import SystemParts
 from memci.context.search import message_texts, page_text
@@ -119,6 +120,7 @@ class Persistent(SystemParts):
         summarizer: AnySummarizerArg = None,
         counter: Counter | None = None,
         thinking: str = DEFAULT_THINKING,
+        embedder: Embedder | None = None,
     ) -> Self:
         """The context system last saved to ``storage``, exactly: rounds, counts, the active pages
         with the open one, the contents and dropped entries; search is rebuilt from the stored
@@ -129,7 +131,9 @@ class Persistent(SystemParts):
         state = checked_storage(storage).load_state()
         if state is None:
             raise StateError("load: the storage holds no saved state")
-        return cls._build(SavedState.from_dict(state), storage, summarizer, counter, thinking=thinking)
+        return cls._build(
+            SavedState.from_dict(state), storage, summarizer, counter, thinking=thinking, embedder=embedder
+        )
 
     @classmethod
     def from_state(
@@ -140,12 +144,20 @@ class Persistent(SystemParts):
         summarizer: AnySummarizerArg = None,
         counter: Counter | None = None,
         thinking: str = DEFAULT_THINKING,
+        embedder: Embedder | None = None,
     ) -> Self:
         """The system :meth:`to_state` described, on ``storage`` (the one holding its archived
         pages). :class:`~memci.StateError` names what is wrong with the state, or the archived
         pages it names that neither the storage nor the state holds. Search is rebuilt from the
         storage. O(state + stored pages), whatever indices the state claims."""
-        ctx = cls._build(SavedState.from_dict(state), checked_storage(storage), summarizer, counter, thinking=thinking)
+        ctx = cls._build(
+            SavedState.from_dict(state),
+            checked_storage(storage),
+            summarizer,
+            counter,
+            thinking=thinking,
+            embedder=embedder,
+        )
         missing = ctx._log.missing(ctx._log.held())
         if missing:
             shown_pages = ", ".join(map(str, missing)) + (", ..." if len(missing) >= 5 else "")
@@ -187,13 +199,16 @@ class Persistent(SystemParts):
         self._shown.restore(saved.stable_contents)
         self._search.extend(self._search_texts(self._log.pages(self._log.held())))
 
-    @staticmethod
-    def _search_texts(pages: Iterable[tuple[int, dict[str, Any]]]) -> Iterable[tuple[int, str]]:
-        """Each page's searchable text (a page that is not an archived page is searched as text)."""
+    def _search_texts(self, pages: Iterable[tuple[int, dict[str, Any]]]) -> Iterable[tuple[int, str, bytes | None]]:
+        """Each page's searchable text and stored vector (a page that is not an archived page is
+        searched as text; a page stored without a vector, or with one of another dimension than
+        the rest, is embedded at the first search, once)."""
+        hybrid = self._search.embedder is not None
         for index, page in pages:
             summary, messages = page.get("summary"), page.get("messages")
             texts = message_texts(messages if isinstance(messages, list) else [])
-            yield index, page_text(summary if isinstance(summary, str) else "", texts)
+            vector = decode_vector(page.get("vector")) if hybrid else None
+            yield index, page_text(summary if isinstance(summary, str) else "", texts), vector
 
     # ---- opening -------------------------------------------------------------------------------------
 
@@ -214,6 +229,7 @@ class Persistent(SystemParts):
         thinking: str = DEFAULT_THINKING,
         cache_stable: bool | None = None,
         low_water: float | None = None,
+        embedder: Embedder | None = None,
     ) -> Self:
         """Load or create: the system saved to ``storage``, continuing its conversation, or a new
         one on it if it holds no state. Each setting given (not None) applies, replacing the saved
@@ -237,6 +253,7 @@ class Persistent(SystemParts):
                 thinking=thinking,
                 cache_stable=cache_stable,
                 low_water=DEFAULT_LOW_WATER if low_water is None else low_water,
+                embedder=embedder,
             )
         overrides: dict[str, Any] = {
             "system_prompt": system_message(system_prompt),
@@ -252,7 +269,7 @@ class Persistent(SystemParts):
         saved = dataclasses.replace(
             SavedState.from_dict(state), **{k: v for k, v in overrides.items() if v is not None}
         )
-        return cls._build(saved, storage, summarizer, counter, thinking=thinking)
+        return cls._build(saved, storage, summarizer, counter, thinking=thinking, embedder=embedder)
 
     @classmethod
     def _build(
@@ -263,6 +280,7 @@ class Persistent(SystemParts):
         counter: Counter | None,
         *,
         thinking: str = DEFAULT_THINKING,
+        embedder: Embedder | None = None,
     ) -> Self:
         """A system built with ``saved``'s settings (and the code given: summarizer, counter, the
         thinking rule), taking up its state."""
@@ -281,6 +299,7 @@ class Persistent(SystemParts):
                 thinking=thinking,
                 cache_stable=saved.cache_stable,
                 low_water=saved.low_water,
+                embedder=embedder,
             )
         except (InvalidOperationError, InvalidMessageError, TypeError) as e:
             raise StateError(f"load: {e}") from None
@@ -305,7 +324,12 @@ class Persistent(SystemParts):
         :class:`~memci.ConflictError`. Pages this one archived since its last save are copied.
         O(state + archived pages)."""
         return type(self)._build(
-            self._snapshot(), self.storage, self._summarizer_arg, self._counter, thinking=self._tokens.thinking
+            self._snapshot(),
+            self.storage,
+            self._summarizer_arg,
+            self._counter,
+            thinking=self._tokens.thinking,
+            embedder=self._search.embedder,
         )
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Self:
@@ -315,7 +339,14 @@ class Persistent(SystemParts):
         counter (code) are shared."""
         saved = self._snapshot()
         storage = copy.deepcopy(self.storage, memo)
-        return type(self)._build(saved, storage, self._summarizer_arg, self._counter, thinking=self._tokens.thinking)
+        return type(self)._build(
+            saved,
+            storage,
+            self._summarizer_arg,
+            self._counter,
+            thinking=self._tokens.thinking,
+            embedder=self._search.embedder,
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as JSON text (the state with the pages archived since the last save), never as
@@ -325,7 +356,15 @@ class Persistent(SystemParts):
         text = json.dumps(self._snapshot().to_dict(), ensure_ascii=False)
         return (
             _unpickle,
-            (type(self), text, self.storage, self._summarizer_arg, self._counter, self._tokens.thinking),
+            (
+                type(self),
+                text,
+                self.storage,
+                self._summarizer_arg,
+                self._counter,
+                self._tokens.thinking,
+                self._search.embedder,
+            ),
         )
 
 
@@ -336,6 +375,9 @@ def _unpickle(  # noqa: PLR0917  # pickle calls it with positional arguments onl
     summarizer: AnySummarizerArg,
     counter: Counter | None,
     thinking: str = DEFAULT_THINKING,
+    embedder: Embedder | None = None,
 ) -> Persistent:
     """A system from what :meth:`Persistent.__reduce__` pickled."""
-    return cls._build(SavedState.from_dict(json.loads(text)), storage, summarizer, counter, thinking=thinking)
+    return cls._build(
+        SavedState.from_dict(json.loads(text)), storage, summarizer, counter, thinking=thinking, embedder=embedder
+    )

@@ -34,6 +34,7 @@ from memci.context.contents import (
 )
 from memci.context.counting import SystemTokens
 from memci.context.cuts import DEFAULT_LOW_WATER, CutPolicy, StableContents, fewest_to_cut
+from memci.context.embedding import Embedder, checked_embedder, row_bytes
 from memci.context.page import ArchivedPage, Message, Page
 from memci.context.persistence import Persistent
 from memci.context.recalling import Recalling
@@ -128,6 +129,7 @@ class ContextSystem(Persistent, Recalling):
         thinking: str = tokens.DEFAULT_THINKING,
         cache_stable: bool | None = None,
         low_water: float = DEFAULT_LOW_WATER,
+        embedder: Embedder | None = None,
     ) -> None:
         """``system_prompt``: a string or a system/developer message, or None (or ``""``) for none:
         then the recall tools' note is the only system message. ``tools``: the protocol the
@@ -146,7 +148,12 @@ class ContextSystem(Persistent, Recalling):
         cut in blocks with hysteresis so consecutive requests share their prefix (None: on under
         ``max_context_tokens``, off with page counts alone, the seed's exact rules); ``low_water``:
         what a cut leaves, as a share of the budget (with page counts: ``active_pages`` is the
-        low-water mark, ``active_pages / low_water`` the high one). See :mod:`memci.context.cuts`."""
+        low-water mark, ``active_pages / low_water`` the high one). See :mod:`memci.context.cuts`.
+        ``embedder``: a callable from a list of texts to one vector per text (sync or async; lists
+        or a numpy array): each archived page is embedded once, in one call per archiving step, its
+        vector stored with the page, and :meth:`search` fuses BM25 with cosine similarity
+        (:class:`~memci.PageSearch`); code too, passed again to :meth:`load`. Default None: BM25
+        alone."""
         if tools is None:
             tools = "openai"
         if tools not in recall.FORMATS:
@@ -186,7 +193,7 @@ class ContextSystem(Persistent, Recalling):
         )
         self._cuts = CutPolicy.of(cache_stable, low_water, self._active_pages, self._max_context_tokens)
         self._shown = StableContents(self._cuts, self._archive.render, self._archive.tokens, self._tokens.text_message)
-        self._search = PageSearch()
+        self._search = PageSearch(embedder=checked_embedder(embedder, "ContextSystem"))
         # Pages up to this index were forgotten (clear(forget=True)); the next save deletes them.
         # (Pages archived since the last save are staged in the log: written with the next state, in
         # one commit, so a crash before it leaves the store at the last save.)
@@ -228,10 +235,11 @@ class ContextSystem(Persistent, Recalling):
         try:
             leaving = window.page_indices()[: self._cuts.leaving(window.active_count - 1, 1)]
             prepared = [self._prepare(i) for i in leaving]
+            vectors = self._embedded(prepared)
         except BaseException:
             window.undo_open(index)
             raise
-        self._archive_pages(prepared, "active_pages")
+        self._archive_pages(prepared, "active_pages", vectors)
         self._after_cut(prepared)
         return index
 
@@ -260,9 +268,10 @@ class ContextSystem(Persistent, Recalling):
                 end = opens[at + 1] if at + 1 < len(opens) else len(batch)
                 messages, texts = _read_back(batch[opens[at] : end])
                 prepared.append(self._summarised(window.next_index + at, messages, texts))
+        vectors = self._embedded(prepared)
         opening = set(opens)
         indices = [window.open_page(m) if i in opening else window.join(m) for i, m in enumerate(batch)]
-        self._archive_pages(prepared, "active_pages")
+        self._archive_pages(prepared, "active_pages", vectors)
         self._after_cut(prepared)
         return indices
 
@@ -381,7 +390,7 @@ class ContextSystem(Persistent, Recalling):
                 for index in indices:
                     window.detach(index)
                 self._log.unstage()
-                self._search = PageSearch()
+                self._search = PageSearch(embedder=self._search.embedder)
                 self._archive.forget()
                 self._forgotten_through = window.next_index - 1
             else:
@@ -412,11 +421,24 @@ class ContextSystem(Persistent, Recalling):
         """The contents entry of a page archived now: never recalled, last-recall round = now."""
         return ContentsEntry(page.index, summary.summary, summary.entry_summaries, 0, self._round, self._round)
 
-    def _archive_pages(self, prepared: list[tuple[Page, PageSummary, str]], reason: str) -> None:
+    def _embedded(self, prepared: list[tuple[Page, PageSummary, str]]) -> list[bytes | None]:
+        """The vector of each prepared page (one call of the embedder for them all), or None each
+        without an embedder. :class:`~memci.EmbeddingError` when the embedder's answer is bad."""
+        if self._search.embedder is None or not prepared:
+            return [None] * len(prepared)
+        return list(row_bytes(self._search.embed([text for _, _, text in prepared])))
+
+    def _archive_pages(
+        self, prepared: list[tuple[Page, PageSummary, str]], reason: str, vectors: list[bytes | None] | None = None
+    ) -> None:
         """Archive summarised active pages: the O(1) unlink, the contents entry and the search
         index; the page is staged in the log for the next :meth:`save`, which writes it with the
-        state. ``reason`` (``"active_pages"``, ``"max_context_tokens"``, ``"clear"``) is logged."""
-        for page, summary, text in prepared:
+        state. ``reason`` (``"active_pages"``, ``"max_context_tokens"``, ``"clear"``) is logged.
+        ``vectors``: the pages' (:meth:`_embedded`), else they are embedded first, in one call: if
+        that fails, nothing has changed."""
+        if vectors is None:
+            vectors = self._embedded(prepared)
+        for (page, summary, text), vector in zip(prepared, vectors, strict=True):
             log.debug(
                 "archive page %d in round %d (%s): %d messages",
                 page.index,
@@ -426,12 +448,12 @@ class ContextSystem(Persistent, Recalling):
                 extra={"page_index": page.index, "round": self._round, "reason": reason},
             )
             stored = ArchivedPage(
-                page.index, tuple(page.messages()), summary.summary, summary.entry_summaries, self._round
+                page.index, tuple(page.messages()), summary.summary, summary.entry_summaries, self._round, vector
             )
             self._log.stage(stored.to_dict())
             self._window.detach(page.index)
             self._archive.add(self._new_entry(page, summary))
-            self._search.add(page.index, text)
+            self._search.add(page.index, text, vector)
 
     # ---- what the model sees ----------------------------------------------------------------------
 
@@ -527,34 +549,32 @@ class ContextSystem(Persistent, Recalling):
         contents page is rewritten. If that is over the budget, :meth:`_fit` archives the fewest
         pages that make it fit (raising, with nothing changed, if nothing can). Planned on copies."""
         budget = limit - self._tool_tokens
-        window = self._assemble(self._shown.shown())
-        if self._tokens.messages(window) <= budget:
-            return window
+        held = self._tokens.without_oldest(self._window)
+        if held[0] + self._tokens.contents(self._shown.shown()) <= budget:
+            return self._assemble(self._shown.shown())
         indices = self._window.page_indices()
-        pages = {i: self._window.page(i) for i in indices}
         prepared: list[tuple[Page, PageSummary, str]] = []
 
-        def plan(k: int) -> tuple[ArchiveChapter, list[DroppedEntry], list[Message], int]:
+        def plan(k: int) -> tuple[ArchiveChapter, list[DroppedEntry], int]:
             """The chapter with the k oldest pages archived and the rules run, what they dropped,
-            the pages left, and the window's tokens then."""
+            and the window's tokens then (the pages' from the counts the window holds)."""
             while len(prepared) < k:
                 prepared.append(self._prepare(indices[len(prepared)]))
             chapter = self._archive.copy()
             for page, summary, _ in prepared[:k]:
                 chapter.add(self._new_entry(page, summary))
             dropped = chapter.end_round(self._round)
-            rest = [m for i in indices[k:] for m in pages[i]]
-            return chapter, dropped, rest, self._tokens.messages(self._assemble(chapter.render(), rest))
+            return chapter, dropped, held[k] + self._tokens.contents(chapter.render())
 
         target = self._cuts.low_target(budget)
-        cut = fewest_to_cut(max(0, len(indices) - self._active_pages), target, lambda k: plan(k)[3])
-        chapter, dropped, rest, tokens = plan(cut)
+        cut = fewest_to_cut(max(0, len(indices) - self._active_pages), target, lambda k: plan(k)[2])
+        chapter, dropped, tokens = plan(cut)
         if tokens > budget and len(indices) - 1 > cut:  # the last pages alone are over: they yield too
-            cut = fewest_to_cut(len(indices) - 1, target, lambda k: plan(k)[3])
-            chapter, dropped, rest, tokens = plan(cut)
+            cut = fewest_to_cut(len(indices) - 1, target, lambda k: plan(k)[2])
+            chapter, dropped, tokens = plan(cut)
         if tokens > target and chapter.entries:
             dropped += chapter.drop_least_recent(self._round, tokens - target)
-            tokens = self._tokens.messages(self._assemble(chapter.render(), rest))
+            tokens = held[cut] + self._tokens.contents(chapter.render())
         if tokens <= budget:
             self._archive_pages(prepared[:cut], "cut")
             for gone in dropped:

@@ -8,6 +8,7 @@ pub mod bpe_tables;
 pub mod config;
 pub mod cow_vec;
 pub mod error;
+pub mod hybrid;
 pub mod message;
 pub mod model_names;
 pub mod pages;

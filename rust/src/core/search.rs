@@ -308,17 +308,45 @@ impl SearchIndex {
     /// The `k` best pages for `query`, best first, each with a snippet of at most about
     /// `snippet_chars` characters. O(postings of the query's terms + k log k).
     pub fn search(&self, query: &str, k: usize, snippet_chars: usize) -> Vec<Hit> {
-        let live = self.slots.len();
-        if k == 0 || live == 0 {
-            return Vec::new();
-        }
-        let n = live as f64;
-        let avglen = self.total_len as f64 / n;
-        // The query's distinct known terms, in query order, with their idf.
-        let mut weights: Weights<'_> = HashMap::new();
-        let mut ids: Vec<(u32, f64)> = Vec::new();
+        let weights = self.query_weights(query);
+        self.rank(&weights, k)
+            .into_iter()
+            .map(|(score, page, slot)| Hit {
+                page,
+                score,
+                snippet: snippet(&self.docs[slot as usize].text, &weights, snippet_chars),
+            })
+            .collect()
+    }
+
+    /// The `k` best pages for `query` and their BM25 scores, best first, without snippets (what
+    /// hybrid ranking fuses). O(postings of the query's terms + k log k).
+    pub fn scores(&self, query: &str, k: usize) -> Vec<(u64, f64)> {
+        let weights = self.query_weights(query);
+        self.rank(&weights, k)
+            .into_iter()
+            .map(|(score, page, _)| (page, score))
+            .collect()
+    }
+
+    /// The snippet [`search`](Self::search) would show for `page` and `query` (the start of the
+    /// page when no query term is in it), or None if `page` is not indexed.
+    pub fn snippet_of(&self, page: u64, query: &str, snippet_chars: usize) -> Option<String> {
+        let slot = *self.slots.get(&page)?;
+        Some(snippet(
+            &self.docs[slot as usize].text,
+            &self.query_weights(query),
+            snippet_chars,
+        ))
+    }
+
+    /// The query's distinct known terms, in query order, with their idf.
+    fn query_weights<'q>(&self, query: &'q str) -> Weights<'q> {
+        let mut weights: Weights<'q> = HashMap::new();
+        let n = self.slots.len() as f64;
         let mut tokens = Vec::new();
         tokenize(query, |term, _, _| tokens.push(term));
+        // A query's stop words are left out when it has other words.
         let content = tokens.iter().any(|t| !is_stop_word(t));
         for term in tokens {
             if content && is_stop_word(&term) {
@@ -332,14 +360,29 @@ impl SearchIndex {
                 let df = f64::from(self.df[id as usize]);
                 if df > 0.0 {
                     let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-                    weights.insert(term, (ids.len(), idf));
-                    ids.push((id, idf));
+                    weights.insert(term, (weights.len(), idf));
                 }
             }
         }
+        weights
+    }
+
+    /// The `k` best (score, page, slot) for the query terms `weights`, best first.
+    fn rank(&self, weights: &Weights<'_>, k: usize) -> Vec<(f64, u64, u32)> {
+        let live = self.slots.len();
+        if k == 0 || live == 0 {
+            return Vec::new();
+        }
+        let avglen = self.total_len as f64 / live as f64;
+        let mut ids: Vec<(usize, u32, f64)> = weights
+            .iter()
+            .filter_map(|(term, &(order, idf))| self.terms.get(term).map(|id| (order, id, idf)))
+            .collect();
+        // Query order: the sum is then the same floating-point sum whatever the map's order.
+        ids.sort_unstable_by_key(|&(order, _, _)| order);
         let mut scores = vec![0.0f64; self.docs.len()];
         let mut touched: Vec<u32> = Vec::new();
-        for &(id, idf) in &ids {
+        for &(_, id, idf) in &ids {
             for p in &self.postings[id as usize] {
                 let doc = &self.docs[p.slot as usize];
                 if !doc.live {
@@ -365,13 +408,6 @@ impl SearchIndex {
         }
         ranked.sort_unstable_by(order);
         ranked
-            .into_iter()
-            .map(|(score, page, slot)| Hit {
-                page,
-                score,
-                snippet: snippet(&self.docs[slot as usize].text, &weights, snippet_chars),
-            })
-            .collect()
     }
 }
 

@@ -7,6 +7,7 @@ pub mod config;
 pub mod convert;
 pub mod decoded;
 pub mod errors;
+pub mod hybrid;
 pub mod lock;
 pub mod pages;
 pub mod pairs;

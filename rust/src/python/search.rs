@@ -15,8 +15,8 @@ const DEFAULT_SNIPPET_CHARS: usize = 160;
 
 #[pyclass(frozen, module = "memci._core", name = "SearchIndex")]
 pub struct SearchIndex {
-    inner: RwLock<search::SearchIndex>,
-    snippet_chars: usize,
+    pub(crate) inner: RwLock<search::SearchIndex>,
+    pub(crate) snippet_chars: usize,
 }
 
 #[pymethods]
