@@ -92,10 +92,20 @@ class SavedState:
             "pages": [{"index": index, "messages": messages} for index, messages in self.pages],
             "contents": [e.to_dict() for e in self.contents],
             "dropped": [d.to_dict() for d in self.dropped],
-            "cache_stable": self.cache_stable,
-            "low_water": self.low_water,
-            "stable_contents": self.stable_contents,
+            **self._cut_keys(),
         }
+
+    def _cut_keys(self) -> dict[str, Any]:
+        """The cut settings that differ from what a state without them means (so a state of the
+        defaults is written as it was before they existed)."""
+        keys: dict[str, Any] = {}
+        if self.cache_stable is not None and self.cache_stable != (self.max_context_tokens is not None):
+            keys["cache_stable"] = self.cache_stable
+        if self.low_water != DEFAULT_LOW_WATER:
+            keys["low_water"] = self.low_water
+        if self.stable_contents is not None:
+            keys["stable_contents"] = self.stable_contents
+        return keys
 
     @classmethod
     def from_dict(cls, state: object) -> SavedState:
