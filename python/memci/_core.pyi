@@ -124,8 +124,10 @@ class PageWindow:
         """Take back the page just opened (the newest); its index will be given again."""
     def page(self, index: int) -> list[_Message]:
         """The messages of an active page."""
-    def page_texts(self, index: int) -> tuple[list[_Message], list[str]]:
-        """The messages of an active page and the searchable text of each, read under one lock."""
+    def page_texts(self, index: int) -> tuple[list[_Message], list[str], list[tuple[str, str]]]:
+        """The messages of an active page, the searchable text of each and its entry text (what it
+        says, the tools it calls: as ``entry_texts`` gives them), read under one lock: all that
+        archiving the page needs."""
     def page_indices(self) -> list[int]:
         """The active pages' indices, oldest first."""
     def messages(self) -> list[_Message]:

@@ -251,9 +251,10 @@ def test_a_page_and_its_texts_are_read_together() -> None:
     ctx = make()
     ctx.add(user("what is the weather?"))
     ctx.add(calling("c1"))
-    messages, texts = ctx._window.page_texts(1)
+    messages, texts, lines = ctx._window.page_texts(1)
     assert messages == ctx._window.page(1)
     assert texts == memci.context.search.message_texts(messages)
+    assert lines == memci._core.entry_texts(messages)
     assert texts[1] == 'lookup\n{"q": "x"}', "a tool call's name and arguments are text"
     with pytest.raises(memci.InvalidOperationError, match="page 2 is not in the window"):
         ctx._window.page_texts(2)

@@ -18,6 +18,7 @@ from memci.context.summary import (
     as_summarizer,
     cut,
     first_sentence,
+    summarize_read,
 )
 
 
@@ -258,3 +259,39 @@ def test_a_recall_result_is_summarised_as_the_page_it_brought_back():
     ctx.add(ctx.handle_tool_call(call))
     ctx.add(user("next"))
     assert ctx.contents[-1].entry_summaries[2] == "tool: recalled page 1"
+
+
+_said = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=60)
+_messages = st.lists(
+    st.one_of(
+        st.builds(user, _said),
+        st.builds(assistant, _said),
+        st.builds(calling, st.from_regex(r"c[0-9]{1,3}", fullmatch=True)),
+        st.builds(tool, st.just("c1"), _said),
+        st.builds(lambda text: {"role": "user", "content": [{"type": "text", "text": text}, {"type": "image"}]}, _said),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@given(_messages)
+def test_summaries_from_the_entry_texts_read_with_the_page_are_what_summarize_gives(messages: list[dict[str, object]]):
+    page = page_of(*messages)
+    lines = memci._core.entry_texts(messages)
+    for summarizer in (ExtractiveSummarizer(entry_chars=30), CallableSummarizer(lambda text: text[::-1])):
+        assert summarize_read(summarizer, page, lines) == summarizer.summarize(page)
+
+
+def test_archiving_reads_each_page_from_the_core_once(monkeypatch: pytest.MonkeyPatch):
+    ctx = make(active_pages=1)
+    ctx.extend(interaction(1))
+
+    def refused(messages: object) -> object:
+        raise AssertionError("the page's entry texts were read again")
+
+    monkeypatch.setattr(memci.context.summary._core, "entry_texts", refused)
+    ctx.extend(interaction(2))  # archives page 1: its lines come with its one read
+    ctx.add(user("and now?"))
+    assert [e.index for e in ctx.contents] == [1, 2]
+    assert ctx.contents[0].entry_summaries[0] == "user: Question 1: what about item 1?"

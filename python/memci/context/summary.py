@@ -13,9 +13,9 @@ from __future__ import annotations
 import inspect
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from memci import _core
 from memci.context.page import Page
@@ -33,9 +33,13 @@ __all__ = [
     "holds",
     "is_coroutine_callable",
     "said_and_calls",
+    "summarize_read",
 ]
 
 Message = dict[str, Any]
+#: What each message of a page says and the tools it calls, in order, as ``memci._core.entry_texts``
+#: gives them (and ``PageWindow.page_texts`` with the page it reads).
+EntryTexts = Sequence[tuple[str, str]]
 
 ELLIPSIS = "…"
 
@@ -187,17 +191,17 @@ def _no_text_line(message: Message) -> str:
     return f"{'returned' if answers else 'sent'} {what}"
 
 
-def entry_lines(messages: list[Message], short: int | None = None) -> list[str]:
-    """:func:`entry_text` of each message, in one call of the core; a message with no text says
-    what it holds instead (``"sent an image"``), so an image-only request is not summarised as
-    nothing."""
-    return [line for line, _ in _lines(messages, short)]
+def entry_lines(messages: list[Message], short: int | None = None, texts: EntryTexts | None = None) -> list[str]:
+    """:func:`entry_text` of each message, in one call of the core (none when ``texts``, the
+    messages' entry texts, were read with them); a message with no text says what it holds instead
+    (``"sent an image"``), so an image-only request is not summarised as nothing."""
+    return [line for line, _ in _lines(messages, short, texts)]
 
 
-def _lines(messages: list[Message], short: int | None) -> list[tuple[str, bool]]:
+def _lines(messages: list[Message], short: int | None, texts: EntryTexts | None = None) -> list[tuple[str, bool]]:
     """Each message's line, and whether it says what a message with no text holds."""
     out: list[tuple[str, bool]] = []
-    for m, (said, calls) in zip(messages, _core.entry_texts(messages), strict=True):
+    for m, (said, calls) in zip(messages, _core.entry_texts(messages) if texts is None else texts, strict=True):
         line = _entry_line(said, calls, short)
         holding = "" if line.strip() else _no_text_line(m)
         out.append((holding, True) if holding else (line, False))
@@ -233,11 +237,14 @@ class ExtractiveSummarizer:
         self.page_chars = page_chars
 
     def summarize(self, page: Page) -> PageSummary:
+        return self._summarize(page, None)
+
+    def _summarize(self, page: Page, texts: EntryTexts | None) -> PageSummary:
         messages = _page_messages("ExtractiveSummarizer", page)
         roles = [e.role for e in page.entries]
         # Twice the longest cut, and some: whitespace collapses, so a little more may be needed.
         within = 2 * max(self.entry_chars, self.page_chars) + 16
-        lines = _lines(messages, within)
+        lines = _lines(messages, within, texts)
         entries = tuple(cut(f"{role}: {line}", self.entry_chars) for role, (line, _) in zip(roles, lines, strict=True))
         first = next((i for i, role in enumerate(roles) if role == "user"), 0)
         summary = ""
@@ -273,14 +280,26 @@ class CallableSummarizer:
         return out if self.max_chars is None else cut(out, self.max_chars)
 
     def summarize(self, page: Page) -> PageSummary:
+        return self._summarize(page, None)
+
+    def _summarize(self, page: Page, texts: EntryTexts | None) -> PageSummary:
         messages = _page_messages("CallableSummarizer", page)
         roles = [e.role for e in page.entries]
-        tagged = [f"{role}: {line}" for role, line in zip(roles, entry_lines(messages), strict=True)]
+        tagged = [f"{role}: {line}" for role, line in zip(roles, entry_lines(messages, texts=texts), strict=True)]
         entries = tuple(self._call(t) for t in tagged)
         return PageSummary(self._call("\n".join(tagged)), entries)
 
     def __repr__(self) -> str:
         return f"CallableSummarizer({self.fn!r})"
+
+
+def summarize_read(summarizer: Summarizer, page: Page, texts: EntryTexts) -> PageSummary:
+    """``summarizer.summarize(page)``, where ``texts`` are the page's entry texts, read by the core
+    with the page: memci's own summarizers start from them instead of sending the page back to the
+    core to read them again (a subclass, or any other summarizer, is called as it is). O(page)."""
+    if type(summarizer) in (ExtractiveSummarizer, CallableSummarizer):
+        return cast("ExtractiveSummarizer | CallableSummarizer", summarizer)._summarize(page, texts)
+    return summarizer.summarize(page)
 
 
 def _page_messages(where: str, page: object) -> list[dict[str, Any]]:

@@ -41,7 +41,7 @@ from memci.context.recalling import Recalling
 from memci.context.search import PageSearch, page_text
 from memci.context.settings import checked_storage, positive, system_message
 from memci.context.state import STATE_KIND
-from memci.context.summary import PageSummary, Summarizer, as_summarizer, checked
+from memci.context.summary import PageSummary, Summarizer, as_summarizer, checked, summarize_read
 from memci.errors import (
     ContextOverflowError,
     InvalidMessageError,
@@ -94,9 +94,9 @@ class _Lock:
         self._lock.release()
 
 
-def _read_back(messages: list[Message]) -> tuple[list[Message], list[str]]:
-    """``messages`` as the window gives them back (checked and copied by the core) and the
-    searchable text of each, before they are added."""
+def _read_back(messages: list[Message]) -> tuple[list[Message], list[str], list[tuple[str, str]]]:
+    """``messages`` as the window gives them back (checked and copied by the core), the
+    searchable text and the entry text of each, before they are added."""
     scratch = _core.PageWindow()
     index = scratch.open_page(messages)
     return scratch.page_texts(index)
@@ -258,16 +258,15 @@ class ContextSystem(Persistent, Recalling):
         prepared = []
         for j in range(leaving):
             if j < len(existing):
-                messages, texts = window.page_texts(existing[j])
+                messages, texts, lines = window.page_texts(existing[j])
                 if j == len(existing) - 1 and opens[0] > 0:  # the open page, and the batch's first messages
-                    more, more_texts = _read_back(batch[: opens[0]])
-                    messages, texts = messages + more, texts + more_texts
-                prepared.append(self._summarised(existing[j], messages, texts))
+                    more, more_texts, more_lines = _read_back(batch[: opens[0]])
+                    messages, texts, lines = messages + more, texts + more_texts, lines + more_lines
+                prepared.append(self._summarised(existing[j], messages, texts, lines))
             else:
                 at = j - len(existing)
                 end = opens[at + 1] if at + 1 < len(opens) else len(batch)
-                messages, texts = _read_back(batch[opens[at] : end])
-                prepared.append(self._summarised(window.next_index + at, messages, texts))
+                prepared.append(self._summarised(window.next_index + at, *_read_back(batch[opens[at] : end])))
         vectors = self._embedded(prepared)
         opening = set(opens)
         indices = [window.open_page(m) if i in opening else window.join(m) for i, m in enumerate(batch)]
@@ -407,14 +406,17 @@ class ContextSystem(Persistent, Recalling):
     # ---- archiving ---------------------------------------------------------------------------------
 
     def _prepare(self, index: int) -> tuple[Page, PageSummary, str]:
-        """An active page, its summary and its searchable text (one read of the window)."""
+        """An active page, its summary and its searchable text: one read of the window, which is all
+        the page's archiving asks of the core but the O(1) detach."""
         return self._summarised(index, *self._window.page_texts(index))
 
-    def _summarised(self, index: int, messages: list[Message], texts: list[str]) -> tuple[Page, PageSummary, str]:
+    def _summarised(
+        self, index: int, messages: list[Message], texts: list[str], lines: list[tuple[str, str]]
+    ) -> tuple[Page, PageSummary, str]:
         """Page ``index`` of ``messages``, its summary and its searchable text (``texts``: each
-        message's)."""
+        message's; ``lines``: each message's entry text, what a summary starts from)."""
         page = Page.of(index, messages)
-        summary = checked(self._summarizer.summarize(page), page)
+        summary = checked(summarize_read(self._summarizer, page, lines), page)
         return page, summary, page_text(summary.summary, texts)
 
     def _new_entry(self, page: Page, summary: PageSummary) -> ContentsEntry:

@@ -9,12 +9,16 @@ use pyo3::types::PyList;
 
 use crate::core::error::Error;
 use crate::core::pages::{PageIndex, Window};
-use crate::core::text::message_text;
+use crate::core::text::{calls_text, message_text, said_text};
 use crate::core::tokens::Encoding;
 use crate::core::turns::Thinking;
 use crate::python::config::{self, named, optional};
 use crate::python::convert::{decode_ids, incoming};
 use crate::python::lock;
+
+/// A page as archiving reads it: its messages, the searchable text of each, and each one's entry
+/// text (what it says, the tools it calls).
+type PageRead<'py> = (Bound<'py, PyList>, Vec<String>, Vec<(String, String)>);
 
 #[pyclass(frozen, module = "memci._core", name = "PageWindow")]
 pub struct PageWindow {
@@ -85,13 +89,11 @@ impl PageWindow {
         decode_ids(py, window.arena(), ids)
     }
 
-    /// The messages of an active page and the searchable text of each, read under one lock: what
-    /// archiving the page needs (the summarizer's page, the search index's text).
-    fn page_texts<'py>(
-        &self,
-        py: Python<'py>,
-        index: &Bound<'_, PyAny>,
-    ) -> PyResult<(Bound<'py, PyList>, Vec<String>)> {
+    /// The messages of an active page, the searchable text of each and its entry text (what it
+    /// says and the tools it calls, as `entry_texts` gives them), read under one lock: all that
+    /// archiving the page needs (the summarizer's page and lines, the search index's text), so
+    /// the page crosses to Python once (then the O(1) detach).
+    fn page_texts<'py>(&self, py: Python<'py>, index: &Bound<'_, PyAny>) -> PyResult<PageRead<'py>> {
         let index = page_index(index)?;
         let window = lock::read(py, &self.inner);
         let ids = window
@@ -102,7 +104,14 @@ impl PageWindow {
             .iter()
             .map(|&id| message_text(window.arena().message(id), &mut buf).to_owned())
             .collect();
-        Ok((decode_ids(py, window.arena(), ids)?, texts))
+        let entry_texts = ids
+            .iter()
+            .map(|&id| {
+                let message = window.arena().message(id);
+                (said_text(message, &mut buf).to_owned(), calls_text(message))
+            })
+            .collect();
+        Ok((decode_ids(py, window.arena(), ids)?, texts, entry_texts))
     }
 
     /// For each `k` from 0 to the number of active pages, the tokens of the window (the system
