@@ -65,7 +65,6 @@ def test_between_cuts_the_window_grows_at_its_end_and_the_budget_holds(
     history: list[Message] = [system("be brief")] if lead else []
     trimmer = HistoryTrimmer(Spy(), low_water=low_water)
     sent: list[Message] | None = None
-    cut_at: list[int] = []
     at = 0
     for size in sizes:
         history += [m for t in turns[at : at + size] for m in t]  # whole turns arrive
@@ -79,7 +78,6 @@ def test_between_cuts_the_window_grows_at_its_end_and_the_budget_holds(
         if len(kept) > int(lead):
             assert tokens.count_messages(kept) <= max(budget, system_tokens)
         if sent is not None and kept[: len(sent)] != sent:
-            cut_at.append(len(history))
             # A cut keeps at most the low-water mark, unless nothing fits it but the budget does.
             low_room = int((budget - system_tokens) * low_water)
             plain = HistoryTrimmer(Spy(), low_water=None).trim(history, budget)
