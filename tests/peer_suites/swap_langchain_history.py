@@ -8,6 +8,12 @@ has as a Pydantic model. memci's class takes a session id and compares by identi
 side binds a subclass with the native constructor (each instance a session of its own, a fresh
 id, seeded with ``messages``) and the native equality (the same class, the same messages, read
 back from memci's store): those assertions then check what memci stored, message by message.
+That equality is the native one, not a looser stand-in: the native class is a Pydantic model with
+one field, ``messages``, and Pydantic's ``==`` holds for two models of the same class with equal
+fields, so both sides assert "a history of this class holding exactly these messages"; the memci
+side reads the messages from the store, so a message memci lost or changed fails the comparison.
+memci's class itself keeps identity equality, as LangChain's persistent histories do (two handles
+on one stored session are not made equal by what they hold at a moment).
 ``noop`` binds a subclass of the native class that changes nothing.
 """
 
