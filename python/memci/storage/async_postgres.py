@@ -150,7 +150,7 @@ class AsyncPostgresStorage(PostgresTarget, AsyncJsonStore):
 
     async def _read_pages_text(self, indices: list[int]) -> list[tuple[int, str | bytes]]:
         """Every page among ``indices`` in one query (as the sync store)."""
-        return await self._query("cannot read pages", SELECT_PAGES, {"ns": self.namespace, "indices": indices})  # type: ignore[return-value]
+        return await self._query("cannot read pages", SELECT_PAGES, {"ns": self.namespace, "indices": indices})
 
     async def purge_expired(self) -> int:
         """Delete every expired namespace of the database and return how many (as

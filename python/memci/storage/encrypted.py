@@ -17,6 +17,7 @@ Needs ``pip install 'memci[encryption]'`` (the ``cryptography`` package).
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 from collections.abc import Iterable, Mapping
@@ -115,7 +116,7 @@ class Sealer:
         pages = {}
         for index, record in records.items():
             text = self._open(record, b"page %d" % index, f"{where}: page {index}")
-            pages[index] = decode_page(text, index, lambda i=index: f"{where}: page {i}")
+            pages[index] = decode_page(text, index, functools.partial(str, f"{where}: page {index}"))
         return pages
 
     @staticmethod

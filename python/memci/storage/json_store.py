@@ -16,6 +16,7 @@ rules, the lock and the closed check live here.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -539,7 +540,7 @@ class JsonStore:
         the pages)."""
         wanted = [check_index(index) for index in indices]
         texts = self._locked(lambda: self._read_pages_text(wanted))
-        return {index: decode_page(text, index, lambda i=index: self._where(i)) for index, text in texts}
+        return {index: decode_page(text, index, functools.partial(self._where, index)) for index, text in texts}
 
     def _read_pages_text(self, indices: list[int]) -> list[tuple[int, str | bytes]]:
         """(index, text) of each stored page among ``indices``: a read per page, unless overridden."""

@@ -398,7 +398,7 @@ class PostgresStorage(PostgresTarget, JsonStore):
 
     def _read_pages_text(self, indices: list[int]) -> list[tuple[int, str | bytes]]:
         """Every page among ``indices`` in one query: a 10k-page conversation loads in one round trip."""
-        return self._query("cannot read pages", SELECT_PAGES, {"ns": self.namespace, "indices": indices})  # type: ignore[return-value]
+        return self._query("cannot read pages", SELECT_PAGES, {"ns": self.namespace, "indices": indices})
 
     def purge_expired(self) -> int:
         """Delete every expired namespace of the database (any store's, not only this one's), and
