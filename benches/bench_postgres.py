@@ -12,10 +12,12 @@ Workloads (``<workload>-<size>`` groups; sizes count turns already stored):
   page and a small state (the store alone, without the context system's state); ``langgraph``:
   ``PostgresSaver.put`` of the checkpoint whose ``messages`` channel holds the conversation (what a
   graph with ``add_messages`` writes each step); ``agents``: ``SQLAlchemySession.add_items`` of the
-  turn's items (the Agents SDK's session over SQLAlchemy and psycopg).
+  turn's items (the Agents SDK's session over SQLAlchemy and psycopg); ``floor``: one durable
+  COMMIT of a one-row UPDATE, the least a durable save costs on this server.
 - ``pg_load``: the whole conversation read back. ``memci``: ``load_state()`` and ``get_pages`` of
-  every page (one query); ``memci-context``: ``ContextSystem.load`` (a read per page, and the search
-  index rebuilt); ``langgraph``: ``get_tuple``; ``agents``: ``get_items``.
+  every page (one query); ``memci-context``: ``ContextSystem.load`` (the state, the page indices and
+  every page in one query, and the search index rebuilt); ``langgraph``: ``get_tuple``; ``agents``:
+  ``get_items``; ``floor``: the pages' bodies in one query and ``json.loads`` of each, unchecked.
 - ``pg_turn_bytes``: live bytes 50 more turns add to the peer's tables (``pg_total_relation_size``:
   heap, TOAST and indexes, after ``VACUUM FULL``), per turn, beside the turn's messages as compact
   JSON (in ``extra_info``).
@@ -149,6 +151,33 @@ class MemciStore(Memci):
         self.store.save_state(state, [page])
 
 
+class Floor(MemciStore):
+    """What the server and the driver cost at least, measured in the same run: ``save`` is one
+    durable COMMIT of a one-row UPDATE (a round trip and the WAL's fsync); ``load`` fetches the
+    pages' bodies in one query and ``json.loads`` each, with no check."""
+
+    def __init__(self, dsn: str) -> None:
+        import psycopg
+
+        super().__init__(dsn)
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        self.conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (k int PRIMARY KEY, v int)")
+        self.conn.execute("INSERT INTO bench_floor VALUES (1, 0) ON CONFLICT DO NOTHING")
+
+    def save(self, page: Page) -> None:
+        self.conn.execute("UPDATE bench_floor SET v = v + 1 WHERE k = 1")
+
+    def load(self) -> int:
+        rows = self.conn.execute(
+            "SELECT body FROM memci_pages WHERE namespace = %s", (self.store.namespace,)
+        ).fetchall()
+        return sum(len(json.loads(body)["messages"]) for (body,) in rows)
+
+    def close(self) -> None:
+        self.conn.close()
+        super().close()
+
+
 class LangGraph(Peer):
     tables = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
@@ -230,6 +259,8 @@ def make(dsn: str, loop: asyncio.AbstractEventLoop) -> Iterator[Callable[[str, s
     def open_peer(peer: str, size: str) -> Peer:
         if peer == "memci-store":
             made.append(MemciStore(dsn))
+        elif peer == "floor":
+            made.append(Floor(dsn))
         elif peer.startswith("memci"):
             made.append(Memci(dsn, context_load=peer == "memci-context"))
         elif peer == "langgraph":
@@ -250,7 +281,8 @@ def make(dsn: str, loop: asyncio.AbstractEventLoop) -> Iterator[Callable[[str, s
 
 
 @pytest.mark.parametrize(
-    ("peer", "size"), harness.cases((*PEERS, "memci-store"), SIZES, slow=(*SLOW, "memci-store-10k"))
+    ("peer", "size"),
+    harness.cases((*PEERS, "memci-store", "floor"), SIZES, slow=(*SLOW, "memci-store-10k", "floor-10k")),
 )
 def test_pg_save(
     benchmark: Any, make: Callable[[str, str], Peer], request: pytest.FixtureRequest, peer: str, size: str
@@ -268,7 +300,7 @@ def test_pg_save(
     assert target.load() > 0
 
 
-@pytest.mark.parametrize(("peer", "size"), harness.cases((*PEERS, "memci-context"), SIZES, slow=SLOW))
+@pytest.mark.parametrize(("peer", "size"), harness.cases((*PEERS, "memci-context", "floor"), SIZES, slow=SLOW))
 def test_pg_load(
     benchmark: Any, make: Callable[[str, str], Peer], request: pytest.FixtureRequest, peer: str, size: str
 ) -> None:

@@ -56,7 +56,8 @@ def test_the_writers_write_what_they_wrote_before_the_page_log(tmp_path: Path) -
     """Every page byte for byte (a chat history's pages but for their messages, which now keep every
     LangChain field), every state the same JSON value (one key of the session's state,
     ``forgotten_through``, now sits with the other head keys), but for the id of the save that
-    wrote it, which a store now adds (``COMMIT_KEY``: how a lost reply is told from a conflict)."""
+    wrote it and of the saves before (its trail), which a store now adds (``COMMIT_KEY``: how a lost
+    reply is told from a conflict)."""
     write_old_layout.context_system(tmp_path / "context_system")
     write_old_layout.chat_history(tmp_path / "chat_history")
     asyncio.run(write_old_layout.session(tmp_path / "session"))
@@ -70,7 +71,10 @@ def test_the_writers_write_what_they_wrote_before_the_page_log(tmp_path: Path) -
             assert new_page.read_bytes() == old_page.read_bytes(), new_page
         old_state = json.loads((OLD / store / "state.json").read_text("utf-8"))
         new_state = json.loads((tmp_path / store / "state.json").read_text("utf-8"))
-        assert type(new_state.pop(COMMIT_KEY)) is str, store
+        trail = new_state.pop(COMMIT_KEY)  # the ids of the save that wrote it and of those before
+        assert type(trail) is list, store
+        assert trail, store
+        assert all(type(commit_id) is str for commit_id in trail), store
         assert new_state == old_state, store
     new_state = json.loads((tmp_path / "context_system" / "state.json").read_text("utf-8"))
     del new_state[COMMIT_KEY]

@@ -503,7 +503,8 @@ def test_directory_layout_is_one_json_file_per_page(tmp_path: Path) -> None:
         s.save_state({"version": 1})
     assert json.loads((root / "pages" / "00000003.json").read_text(encoding="utf-8")) == page(3)
     stored = json.loads((root / "state.json").read_text(encoding="utf-8"))
-    assert len(stored.pop("memci_commit")) == 24  # the id of the save that wrote it (docs/storage.md)
+    (commit_id,) = stored.pop("memci_commit")  # the trail of ids: of the save that wrote it (docs/storage.md)
+    assert len(commit_id) == 24
     assert stored == {"version": 1}
     assert json.loads((root / "memci-store.json").read_text(encoding="utf-8"))["format"] == "memci-directory"
 

@@ -11,6 +11,7 @@ primitives as coroutines, and ``_release``.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -22,7 +23,7 @@ from memci.storage.json_store import (
     check_stored,
     commit_of,
     decode_page,
-    decode_state,
+    decode_stored_state,
     encode_page,
     refuse_pickle,
 )
@@ -54,6 +55,8 @@ class AsyncJsonStore:
         self._lock = asyncio.Lock()
         self._closed = False
         self._opened = False
+        #: The commit trail of the state this store last read or wrote (see :class:`Commit`).
+        self._trail: tuple[str, ...] = ()
 
     # ---- what a concrete store supplies -----------------------------------------------------------
 
@@ -115,6 +118,23 @@ class AsyncJsonStore:
         text = await self._locked(lambda: self._read_page_text(index))
         return None if text is None else decode_page(text, index, lambda: self._where(index))
 
+    async def get_pages(self, indices: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """The stored pages among ``indices``, by index (absent ones left out), read under one lock
+        (a store that can read many in one query overrides :meth:`_read_pages_text`). O(size of
+        the pages)."""
+        wanted = [check_index(index) for index in indices]
+        texts = await self._locked(lambda: self._read_pages_text(wanted))
+        return {index: decode_page(text, index, functools.partial(self._where, index)) for index, text in texts}
+
+    async def _read_pages_text(self, indices: list[int]) -> list[tuple[int, str | bytes]]:
+        """(index, text) of each stored page among ``indices``: a read per page, unless overridden."""
+        found = []
+        for index in indices:
+            text = await self._read_page_text(index)
+            if text is not None:
+                found.append((index, text))
+        return found
+
     async def page_indices(self) -> list[int]:
         """The indices of the stored pages, ascending."""
         return await self._locked(self._list_page_indices)
@@ -123,13 +143,21 @@ class AsyncJsonStore:
         """Write ``pages`` and replace the system state in one atomic commit, a compare-and-set on
         ``state["revision"]``: the sync stores' :meth:`~memci.storage.json_store.JsonStore.save_state`.
         The state is checked and encoded in a thread (it can be large), off the event loop."""
-        commit = await asyncio.to_thread(commit_of, state, list(pages))
-        await self._locked(lambda: self._commit(commit))
+        commit = await asyncio.to_thread(commit_of, state, list(pages), self._trail)
+
+        async def work() -> None:
+            await self._commit(commit)
+            self._trail = commit.trail
+
+        await self._locked(work)
 
     async def load_state(self) -> dict[str, Any] | None:
         """The last state saved (a new dict, decoded in a thread), or None if none was."""
         text = await self._locked(self._read_state_text)
-        return None if text is None else await asyncio.to_thread(decode_state, text, self._where)
+        if text is None:
+            return None
+        state, self._trail = await asyncio.to_thread(decode_stored_state, text, self._where)
+        return state
 
     async def close(self) -> None:
         """Release the store; later calls raise :class:`StorageError`. Closing twice is fine."""

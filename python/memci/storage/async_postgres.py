@@ -9,13 +9,13 @@ wins and the other gets :class:`~memci.ConflictError`. Needs ``pip install 'memc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memci.errors import StorageError
 from memci.storage.async_json_store import AsyncJsonStore
-from memci.storage.json_store import COMMIT_ATTEMPTS, Commit, check_index
+from memci.storage.json_store import COMMIT_ATTEMPTS, Commit
 from memci.storage.postgres import (
     LIST_PAGES,
     PURGE_EXPIRED,
@@ -28,7 +28,6 @@ from memci.storage.postgres import (
     answer_of,
     commit_steps,
     connect_timeout,
-    decoded_pages,
     insert_page_steps,
     open_steps,
 )
@@ -149,15 +148,9 @@ class AsyncPostgresStorage(PostgresTarget, AsyncJsonStore):
         if self._owns_pool and hasattr(self, "_pool"):
             await self._pool.close()
 
-    async def get_pages(self, indices: Iterable[int]) -> dict[int, dict[str, Any]]:
-        """The stored pages among ``indices``, by index, in one query (as
-        :meth:`PostgresStorage.get_pages <memci.PostgresStorage.get_pages>`)."""
-        wanted = [check_index(index) for index in indices]
-
-        async def read() -> list[tuple[Any, ...]]:
-            return await self._query("cannot read pages", SELECT_PAGES, {"ns": self.namespace, "indices": wanted})
-
-        return decoded_pages(await self._locked(read), self._where)
+    async def _read_pages_text(self, indices: list[int]) -> list[tuple[int, str | bytes]]:
+        """Every page among ``indices`` in one query (as the sync store)."""
+        return await self._query("cannot read pages", SELECT_PAGES, {"ns": self.namespace, "indices": indices})
 
     async def purge_expired(self) -> int:
         """Delete every expired namespace of the database and return how many (as

@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["AsyncStorage", "is_async_store"]
+__all__ = ["AsyncStorage", "async_pages_of", "is_async_store"]
 
 
 def is_async_store(storage: object) -> bool:
@@ -49,3 +49,18 @@ class AsyncStorage(Protocol):
 
     async def close(self) -> None:
         """Release the store."""
+
+
+async def async_pages_of(storage: AsyncStorage, indices: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """The pages ``storage`` holds among ``indices``, by index: its ``get_pages`` when it has one,
+    else a ``get_page`` per index (as :func:`~memci.storage.protocol.pages_of`)."""
+    get_pages = getattr(storage, "get_pages", None)
+    if get_pages is not None:
+        found: dict[int, dict[str, Any]] = await get_pages(indices)
+        return found
+    pages = {}
+    for index in indices:
+        page = await storage.get_page(index)
+        if page is not None:
+            pages[index] = page
+    return pages

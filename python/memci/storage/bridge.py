@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, cast
 
 from memci.errors import InvalidOperationError
-from memci.storage.async_protocol import AsyncStorage, is_async_store
+from memci.storage.async_protocol import AsyncStorage, async_pages_of, is_async_store
 from memci.storage.protocol import Storage
 
 __all__ = ["LoopRunner", "OnLoopStorage", "in_worker", "sync_view"]
@@ -83,6 +83,9 @@ class OnLoopStorage:
 
     def get_page(self, index: int) -> dict[str, Any] | None:
         return self.loop.run(_awaited(self.store.get_page(index)))
+
+    def get_pages(self, indices: Iterable[int]) -> dict[int, dict[str, Any]]:
+        return self.loop.run(async_pages_of(self.store, list(indices)))
 
     def page_indices(self) -> list[int]:
         return self.loop.run(_awaited(self.store.page_indices()))

@@ -17,6 +17,7 @@ Needs ``pip install 'memci[encryption]'`` (the ``cryptography`` package).
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 from collections.abc import Iterable, Mapping
@@ -24,7 +25,9 @@ from typing import Any
 
 from memci._optional import needs_extra
 from memci.errors import ConflictError, StorageError, repr_of
+from memci.storage.async_protocol import async_pages_of
 from memci.storage.json_store import check_index, decode_page, decode_state, encode_page, encode_state, same_content
+from memci.storage.protocol import pages_of
 
 __all__ = ["AsyncEncryptedStorage", "EncryptedStorage", "Sealer"]
 
@@ -106,10 +109,15 @@ class Sealer:
 
     def open_page(self, index: int, record: dict[str, Any] | None, where: str) -> dict[str, Any] | None:
         """The page sealed in ``record`` (stored under ``index``)."""
-        if record is None:
-            return None
-        text = self._open(record, b"page %d" % index, f"{where}: page {index}")
-        return decode_page(text, index, lambda: f"{where}: page {index}")
+        return None if record is None else self.open_pages({index: record}, where)[index]
+
+    def open_pages(self, records: dict[int, dict[str, Any]], where: str) -> dict[int, dict[str, Any]]:
+        """The pages sealed in ``records`` (by index)."""
+        pages = {}
+        for index, record in records.items():
+            text = self._open(record, b"page %d" % index, f"{where}: page {index}")
+            pages[index] = decode_page(text, index, functools.partial(str, f"{where}: page {index}"))
+        return pages
 
     @staticmethod
     def _state_aad(record: Mapping[str, Any]) -> bytes:
@@ -196,6 +204,11 @@ class EncryptedStorage:
     def get_page(self, index: int) -> dict[str, Any] | None:
         return self._sealer.open_page(index, self.store.get_page(index), repr(self))
 
+    def get_pages(self, indices: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """The pages among ``indices``, opened, read in one batch of the store beneath."""
+        found = pages_of(self.store, indices)
+        return self._sealer.open_pages(found, repr(self))
+
     def page_indices(self) -> list[int]:
         return self.store.page_indices()
 
@@ -255,6 +268,11 @@ class AsyncEncryptedStorage:
 
     async def get_page(self, index: int) -> dict[str, Any] | None:
         return self._sealer.open_page(index, await self.store.get_page(index), repr(self))
+
+    async def get_pages(self, indices: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """The pages among ``indices``, opened, read in one batch of the store beneath."""
+        found = await async_pages_of(self.store, indices)
+        return self._sealer.open_pages(found, repr(self))
 
     async def page_indices(self) -> list[int]:
         indices: list[int] = await self.store.page_indices()

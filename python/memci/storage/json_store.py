@@ -16,6 +16,7 @@ rules, the lock and the closed check live here.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -33,19 +34,25 @@ __all__ = [
     "JsonStore",
     "check_index",
     "check_stored",
-    "commit_id_of",
+    "commit_ids_of",
     "commit_of",
     "decode_page",
     "decode_state",
+    "decode_stored_state",
     "encode_page",
     "encode_state",
     "refuse_pickle",
     "settled",
 ]
 
-#: The key under which a stored state carries the id of the save that wrote it (see :class:`Commit`):
-#: added by the store on the way in, removed on the way out; a state given to a store must not hold it.
+#: The key under which a stored state carries the ids of the save that wrote it and of the saves
+#: before it (its trail, newest first; see :class:`Commit`): added by the store on the way in, removed
+#: on the way out; a state given to a store must not hold it. A state written before trails holds
+#: one id (a str) there; one written before commit ids, none.
 COMMIT_KEY = "memci_commit"
+#: How many commit ids a stored state's trail keeps: a save whose reply was lost is still told
+#: from a conflict when up to this many saves minus one landed after it, before its read-back.
+TRAIL_LENGTH = 8
 #: Longer ints are refused: Python will not write an int of over 4,300 digits as text.
 _MAX_INT_BITS = 14_000
 #: Deeper nesting than this is refused (it is almost always a container that holds itself).
@@ -106,6 +113,38 @@ def _check_json(value: Any, path: str, where: str, depth: int = 0) -> None:
     raise StorageError(f"{where}: {path} is a {kind.__name__}, which is not a JSON value", where)
 
 
+_LEAVES = frozenset({str, bool, type(None)})
+_CONTAINERS = frozenset({dict, list, tuple})
+
+
+def _is_plain_json(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` holds only exact JSON types (str, bool, None, an int that fits, a finite
+    float, a dict with str keys, a list or tuple), nested at most :data:`MAX_DEPTH` deep: the fast
+    check a save makes of its whole state (no path built, leaves tested inline), about 3x quicker
+    than :func:`_check_json`, which runs only when this says no, to accept subclasses or name the
+    value that is wrong. O(size of ``value``)."""
+    if depth >= MAX_DEPTH:
+        return False
+    if type(value) is dict:
+        for key in value:
+            if type(key) is not str:
+                return False
+        value = value.values()
+    for item in value:
+        kind = type(item)
+        if kind in _LEAVES:
+            continue
+        if kind is int:
+            if item.bit_length() > _MAX_INT_BITS:
+                return False
+        elif kind is float:
+            if not math.isfinite(item):
+                return False
+        elif kind not in _CONTAINERS or not _is_plain_json(item, depth + 1):
+            return False
+    return True
+
+
 def check_index(index: object) -> int:
     """``index`` if it is a positive int below 2**63 (not a bool), else :class:`StorageError`."""
     if type(index) is not int or not 1 <= index < 2**63:
@@ -148,10 +187,11 @@ def _encode(document: Any, where: str, problem: str | None) -> str:
     one, or if any value inside it is not JSON, or any str not Unicode (a lone surrogate)."""
     if problem is not None:
         raise StorageError(f"{where}: {problem}", where)
-    for key, value in document.items():
-        if type(key) is not str:
-            raise StorageError(f"{where}: has a key {shown(key)} that is not a string", where)
-        _check_json(value, key, where)
+    if not _is_plain_json(document):
+        for key, value in document.items():
+            if type(key) is not str:
+                raise StorageError(f"{where}: has a key {shown(key)} that is not a string", where)
+            _check_json(value, key, where)
     text = _dumps(document)
     if not text.isascii():
         try:
@@ -215,24 +255,43 @@ def encode_state(state: Any) -> str:
 
 
 def decode_state(text: str | bytes, where: Callable[[], str]) -> dict[str, Any]:
-    """The state held in ``text`` (without the id of the save that wrote it); :class:`StorageError`
-    naming ``where()`` if it is not one."""
+    """The state held in ``text`` (without its commit trail); :class:`StorageError` naming
+    ``where()`` if it is not one."""
+    return decode_stored_state(text, where)[0]
+
+
+def decode_stored_state(text: str | bytes, where: Callable[[], str]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The state held in ``text`` and its commit trail (:func:`commit_ids_of`), apart."""
     state = _decode(text, where, _state_problem)
-    state.pop(COMMIT_KEY, None)
-    return state
+    return state, _trail_of(state.pop(COMMIT_KEY, None))
 
 
-def commit_id_of(text: str | bytes | None) -> str | None:
-    """The id of the save that wrote the stored state ``text`` (None: none stored, a state written
-    before commit ids, or text that does not parse)."""
+def _trail_of(found: object) -> tuple[str, ...]:
+    """The commit ids a stored ``memci_commit`` value holds: a list of them (newest first), or one
+    id (a state stored before trails); anything else holds none."""
+    if type(found) is str:
+        found = [found]
+    if type(found) is list:
+        return tuple(item for item in found[:TRAIL_LENGTH] if _is_commit_id(item))
+    return ()
+
+
+def _is_commit_id(item: object) -> bool:
+    """Whether ``item`` is a commit id as :func:`commit_of` makes them (24 hex digits): a crafted
+    state's other values are not carried into the next state's text."""
+    return type(item) is str and len(item) == 24 and all(c in "0123456789abcdef" for c in item)
+
+
+def commit_ids_of(text: str | bytes | None) -> tuple[str, ...]:
+    """The ids of the save that wrote the stored state ``text`` and of the saves before it, newest
+    first (none: no state stored, one written before commit ids, or text that does not parse)."""
     if text is None:
-        return None
+        return ()
     try:
         document = _loads(text)
     except (ValueError, UnicodeDecodeError):
-        return None
-    found = document.get(COMMIT_KEY) if type(document) is dict else None
-    return found if type(found) is str else None
+        return ()
+    return _trail_of(document.get(COMMIT_KEY)) if type(document) is dict else ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,10 +306,13 @@ class Commit:
     is an orphan of a run that died before its save, and a later save replaces it.
     ``forgotten_through`` is the state's ``forgotten_through`` key (0 if absent): the commit deletes
     every stored page at or below it (``ContextSystem.clear(forget=True)``), in the same step.
-    ``commit_id`` is new for each save and written into ``state_text`` (under :data:`COMMIT_KEY`):
-    a store that lost the reply to its write (a connection dropped after the commit was applied)
-    runs the commit again, and :meth:`check` recognises its own commit in the stored state instead
-    of calling it a conflict.
+    ``commit_id`` is new for each save and written into ``state_text`` (under :data:`COMMIT_KEY`),
+    first of ``trail``: the ids of the stored states the store read or wrote last, newest first. A
+    store that lost the reply to its write (a connection dropped after the commit was applied) runs
+    the commit again, and :meth:`check` recognises its own commit in the stored state's trail
+    instead of calling it a conflict, even when other writers saved after it (they loaded the
+    state it wrote, so their trail holds its id). An id enters a stored trail only by a commit that
+    landed, so a commit that did not land is never taken for one that did.
     """
 
     state_text: str
@@ -260,6 +322,8 @@ class Commit:
     pages: tuple[tuple[int, str, dict[str, Any]], ...]
     forgotten_through: int = 0
     commit_id: str = ""
+    #: The ids the state's trail holds, this commit's first.
+    trail: tuple[str, ...] = ()
 
     def pages_to_forget(self, stored: Iterable[int]) -> list[int]:
         """Of the ``stored`` page indices, those this commit deletes (at or below
@@ -271,9 +335,10 @@ class Commit:
         return self.revision is None or self.revision == stored_revision + 1
 
     def landed(self, stored_text: str | bytes | None) -> bool:
-        """Whether the stored state ``stored_text`` is this very commit's (it was applied and its
-        reply lost)."""
-        return bool(self.commit_id) and commit_id_of(stored_text) == self.commit_id
+        """Whether the stored state ``stored_text`` is this very commit's, or one written after it
+        (it was applied, its reply lost, and others may have saved since): its trail holds this
+        commit's id."""
+        return bool(self.commit_id) and self.commit_id in commit_ids_of(stored_text)
 
     def check(
         self,
@@ -332,10 +397,11 @@ def same_content(stored_text: str | bytes, page: dict[str, Any]) -> bool:
     return _dumps(stored, canonical=True) == _dumps(page, canonical=True)
 
 
-def commit_of(state: Any, pages: Iterable[Any]) -> Commit:
+def commit_of(state: Any, pages: Iterable[Any], trail: tuple[str, ...] = ()) -> Commit:
     """The :class:`Commit` of a save of ``state`` with ``pages``, checked and encoded: every page
-    must be at or below the state's ``pages_through`` and above its ``forgotten_through``.
-    O(size of both)."""
+    must be at or below the state's ``pages_through`` and above its ``forgotten_through``;
+    ``trail``: the commit ids of the state the writer read (:meth:`JsonStore.load_state`), newest
+    first. O(size of both)."""
     text = encode_state(state)
     pages_through = state.get("pages_through", 0)
     forgotten_through = state.get("forgotten_through", 0)
@@ -356,9 +422,12 @@ def commit_of(state: Any, pages: Iterable[Any]) -> Commit:
         encoded.append((index, encode_page(index, page), page))
     encoded.sort(key=lambda item: item[0])
     commit_id = os.urandom(12).hex()
-    # The id goes last into the state's text (a dict's text ends in "}"): no second encoding.
-    text = f'{text[:-1]},"{COMMIT_KEY}":"{commit_id}"}}'
-    return Commit(text, state.get("revision"), pages_through, tuple(encoded), forgotten_through, commit_id)
+    ids = (commit_id, *trail[: TRAIL_LENGTH - 1])
+    # The trail goes last into the state's text (a dict's text ends in "}"): no second encoding.
+    # The ids are hex, written as they are.
+    listed = ",".join(f'"{i}"' for i in ids)
+    text = f'{text[:-1]},"{COMMIT_KEY}":[{listed}]}}'
+    return Commit(text, state.get("revision"), pages_through, tuple(encoded), forgotten_through, commit_id, ids)
 
 
 #: Runs of a commit whose reply was lost (the last failure is raised).
@@ -401,10 +470,13 @@ class JsonStore:
 
     _lock: threading.Lock
     _closed: bool
+    #: The commit trail of the state this store last read or wrote (see :class:`Commit`).
+    _trail: tuple[str, ...]
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._closed = False
+        self._trail = ()
 
     # ---- what a concrete store supplies -----------------------------------------------------------
 
@@ -462,6 +534,23 @@ class JsonStore:
         text = self._locked(lambda: self._read_page_text(index))
         return None if text is None else decode_page(text, index, lambda: self._where(index))
 
+    def get_pages(self, indices: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """The stored pages among ``indices``, by index (absent ones left out), read under one lock
+        (a store that can read many in one query overrides :meth:`_read_pages_text`). O(size of
+        the pages)."""
+        wanted = [check_index(index) for index in indices]
+        texts = self._locked(lambda: self._read_pages_text(wanted))
+        return {index: decode_page(text, index, functools.partial(self._where, index)) for index, text in texts}
+
+    def _read_pages_text(self, indices: list[int]) -> list[tuple[int, str | bytes]]:
+        """(index, text) of each stored page among ``indices``: a read per page, unless overridden."""
+        found = []
+        for index in indices:
+            text = self._read_page_text(index)
+            if text is not None:
+                found.append((index, text))
+        return found
+
     def page_indices(self) -> list[int]:
         """The indices of the stored pages, ascending."""
         return self._locked(self._list_page_indices)
@@ -477,13 +566,21 @@ class JsonStore:
         ``pages_through`` is an orphan of a run that died before saving, and is replaced. Every
         stored page at or below the state's ``forgotten_through`` is deleted in the same step.
         """
-        commit = commit_of(state, pages)
-        self._locked(lambda: self._commit(commit))
+        commit = commit_of(state, pages, self._trail)
+
+        def work() -> None:
+            self._commit(commit)
+            self._trail = commit.trail
+
+        self._locked(work)
 
     def load_state(self) -> dict[str, Any] | None:
         """The last state saved (a new dict), or None if none was."""
         text = self._locked(self._read_state_text)
-        return None if text is None else decode_state(text, self._where)
+        if text is None:
+            return None
+        state, self._trail = decode_stored_state(text, self._where)
+        return state
 
     def close(self) -> None:
         """Release the store; later calls raise :class:`StorageError`. Closing twice is fine."""

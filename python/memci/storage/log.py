@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from memci.errors import ConflictError, StateError, shown
-from memci.storage.protocol import Storage
+from memci.storage.protocol import Storage, pages_of
 
 __all__ = ["CONFLICTS", "LOG_VERSION", "ConflictPolicy", "Head", "PageLog"]
 
@@ -195,10 +195,13 @@ class PageLog:
         return copy.deepcopy(staged) if staged is not None else self.storage.get_page(index)
 
     def pages(self, indices: list[int]) -> list[tuple[int, dict[str, Any]]]:
-        """The pages of ``indices`` that are held (staged or stored), in that order."""
+        """The pages of ``indices`` that are held (staged or stored), in that order: the stored ones
+        in one batched read (:func:`~memci.storage.protocol.pages_of`; one query on PostgreSQL)."""
+        stored = pages_of(self.storage, [index for index in indices if index not in self._staged])
         found = []
         for index in indices:
-            page = self.page(index)
+            staged = self._staged.get(index)
+            page = copy.deepcopy(staged) if staged is not None else stored.get(index)
             if page is not None:
                 found.append((index, page))
         return found

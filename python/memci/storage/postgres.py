@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import math
 import weakref
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from memci._optional import needs_extra
 from memci.errors import StorageError, repr_of
 from memci.storage.arguments import check_name, check_seconds
-from memci.storage.json_store import Commit, JsonStore, check_index, decode_page, settled
+from memci.storage.json_store import Commit, JsonStore, settled
 
 if TYPE_CHECKING:
     import psycopg
@@ -242,11 +242,6 @@ def check_dsn(target: object, store: str, pool_kind: type) -> None:
         )
 
 
-def decoded_pages(rows: Iterable[tuple[int, str]], where: Callable[[int], str]) -> dict[int, dict[str, Any]]:
-    """The pages of ``(page_index, body)`` rows, by index."""
-    return {index: decode_page(body, index, functools.partial(where, index)) for index, body in rows}
-
-
 class PostgresTarget:
     """What :class:`PostgresStorage` and the async store share: their checked options, where they
     point (``host:port/dbname``, never a password) and how their messages name a page."""
@@ -401,14 +396,9 @@ class PostgresStorage(PostgresTarget, JsonStore):
         if self._owns_pool:
             self._close_pool()
 
-    def get_pages(self, indices: Iterable[int]) -> dict[int, dict[str, Any]]:
-        """The stored pages among ``indices``, by index (absent ones left out), in one query: what a
-        conversation loads with, 10k pages in one round trip. O(size of the pages)."""
-        wanted = [check_index(index) for index in indices]
-        rows = self._locked(
-            lambda: self._query("cannot read pages", SELECT_PAGES, {"ns": self.namespace, "indices": wanted})
-        )
-        return decoded_pages(rows, self._where)
+    def _read_pages_text(self, indices: list[int]) -> list[tuple[int, str | bytes]]:
+        """Every page among ``indices`` in one query: a 10k-page conversation loads in one round trip."""
+        return self._query("cannot read pages", SELECT_PAGES, {"ns": self.namespace, "indices": indices})
 
     def purge_expired(self) -> int:
         """Delete every expired namespace of the database (any store's, not only this one's), and

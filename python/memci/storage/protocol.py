@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Storage"]
+__all__ = ["Storage", "pages_of"]
 
 
 @runtime_checkable
@@ -50,3 +50,20 @@ class Storage(Protocol):
 
     def close(self) -> None:
         """Release the store."""
+
+
+def pages_of(storage: Storage, indices: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """The pages ``storage`` holds among ``indices``, by index (absent ones left out): one batched
+    read with the store's ``get_pages`` when it has one (every memci store does; PostgreSQL reads
+    them in one query), else a ``get_page`` per index. The protocol does not require ``get_pages``,
+    so a store of one's own keeps working."""
+    get_pages = getattr(storage, "get_pages", None)
+    if get_pages is not None:
+        found: dict[int, dict[str, Any]] = get_pages(indices)
+        return found
+    pages = {}
+    for index in indices:
+        page = storage.get_page(index)
+        if page is not None:
+            pages[index] = page
+    return pages

@@ -10,7 +10,7 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from memci.errors import StorageError
-from memci.storage.protocol import Storage
+from memci.storage.protocol import Storage, pages_of
 
 __all__ = ["ThreadedStorage"]
 
@@ -47,6 +47,10 @@ class ThreadedStorage:
 
     async def get_page(self, index: int) -> dict[str, Any] | None:
         return await self._run(lambda: self.store.get_page(index))
+
+    async def get_pages(self, indices: Iterable[int]) -> dict[int, dict[str, Any]]:
+        wanted = list(indices)
+        return await self._run(lambda: pages_of(self.store, wanted))
 
     async def page_indices(self) -> list[int]:
         return await self._run(self.store.page_indices)
