@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
@@ -35,6 +34,7 @@ from memci.context.contents import (
 from memci.context.counting import SystemTokens
 from memci.context.cuts import DEFAULT_LOW_WATER, CutPolicy, StableContents, fewest_to_cut
 from memci.context.embedding import Embedder, checked_embedder, row_bytes
+from memci.context.lock import SystemLock
 from memci.context.page import ArchivedPage, Message, Page
 from memci.context.persistence import Persistent
 from memci.context.recalling import Recalling
@@ -64,34 +64,6 @@ ToolFormat = recall.Format
 #: DEBUG events: ``archive`` (page, round, reason), ``drop`` (page, round, rule), ``recall`` (page,
 #: round, count), ``clear`` and ``pop``.
 log = logging.getLogger("memci.context")
-
-
-class _Lock:
-    """The system's lock: a plain (not re-entrant) lock that refuses a call from the thread that
-    holds it, which only a summarizer, counter or storage calling back into the system it serves
-    can make, with :class:`~memci.InvalidOperationError` instead of a deadlock. No method of the
-    system calls another that locks."""
-
-    __slots__ = ("_lock", "_owner")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        #: The thread holding the lock (only that thread sets it to its own id).
-        self._owner: int | None = None
-
-    def __enter__(self) -> None:
-        me = threading.get_ident()
-        if self._owner == me:
-            raise InvalidOperationError(
-                "ContextSystem: called back from its own summarizer, counter or storage while it works "
-                "(its methods are not re-entrant)"
-            )
-        self._lock.acquire()
-        self._owner = me
-
-    def __exit__(self, *_: object) -> None:
-        self._owner = None
-        self._lock.release()
 
 
 def _read_back(messages: list[Message]) -> tuple[list[Message], list[str], list[tuple[str, str]]]:
@@ -177,7 +149,7 @@ class ContextSystem(Persistent, Recalling):
         self._summarizer = as_summarizer(summarizer)
         self._agent_tools = checked_tools(agent_tools)
         self._log = PageLog(MemoryStorage() if storage is None else checked_storage(storage), STATE_KIND)
-        self._lock = _Lock()
+        self._lock = SystemLock()
         self._round = 0
         self._window = _core.PageWindow()
         note = {"role": "system", "content": recall.system_note(tools)}
