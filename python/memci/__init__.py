@@ -37,7 +37,7 @@ from memci.errors import (
     StorageError,
     SummaryError,
 )
-from memci.results import BatchSnapshot, OperationResult, Stats
+from memci.results import BatchSnapshot, EditResult, OperationResult, Stats
 from memci.sanitize import RemovedMessage, SanitizeResult, ValidationResult, sanitize_messages, validate_messages
 from memci.usage import TokenUsage, Usage, UsageRecord
 
@@ -140,6 +140,7 @@ __all__ = [
     "ContextSystem",
     "DirectoryStorage",
     "DroppedEntry",
+    "EditResult",
     "EncryptedStorage",
     "Entry",
     "ExtractiveSummarizer",

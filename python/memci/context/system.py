@@ -33,6 +33,7 @@ from memci.context.contents import (
     RoundResult,
 )
 from memci.context.counting import SystemTokens
+from memci.context.edits import Edit, WindowEdits, checked_edits
 from memci.context.page import ArchivedPage, Message, Page
 from memci.context.persistence import Persistent
 from memci.context.recalling import Recalling
@@ -125,6 +126,7 @@ class ContextSystem(Persistent, Recalling):
         max_context_tokens: int | None = None,
         counter: Counter | None = None,
         thinking: str = tokens.DEFAULT_THINKING,
+        context_edits: Iterable[Edit] | None = None,
     ) -> None:
         """``system_prompt``: a string or a system/developer message, or None (or ``""``) for none:
         then the recall tools' note is the only system message. ``tools``: the protocol the
@@ -139,7 +141,10 @@ class ContextSystem(Persistent, Recalling):
         message dict in, its tokens out) to use instead of ``memci.tokens`` with ``encoding``.
         ``thinking``: whether the thinking of earlier assistant turns counts (``"drop_earlier"``,
         the providers' default, or ``"count"``; see :mod:`memci.tokens`); like the counter, it is
-        configuration, not state: copies keep it, :meth:`load` takes it again."""
+        configuration, not state: copies keep it, :meth:`load` takes it again.
+        ``context_edits``: :class:`memci.ops.ClearToolUses` / :class:`~memci.ops.ClearThinking`
+        applied to each window built, never to the pages stored (see :mod:`memci.context.edits`);
+        configuration too: set :attr:`context_edits` again on a loaded system."""
         if tools is None:
             tools = "openai"
         if tools not in recall.FORMATS:
@@ -158,6 +163,7 @@ class ContextSystem(Persistent, Recalling):
         )
         self._encoding = encoding
         self._tokens = SystemTokens(encoding, counter, thinking)
+        self._edits = WindowEdits(checked_edits(context_edits))
         #: What was passed (code, not state): copies and pickles carry these.
         self._summarizer_arg, self._counter = summarizer, counter
         self._summarizer = as_summarizer(summarizer)
@@ -436,9 +442,29 @@ class ContextSystem(Persistent, Recalling):
             messages = None if limit is None else self._fit(limit)
             if messages is None:
                 messages = self._assemble(self._archive.render())
+            if self._edits.edits:
+                messages = self._edited(messages)
         if not sanitize:
             return cast("list[ChatMessage]", messages)
         return cast("list[ChatMessage]", sanitize_messages(messages).messages)
+
+    def _edited(self, window: list[Message]) -> list[Message]:
+        """``window`` with the context edits applied to its pages (``memci.context.edits``)."""
+        pages = [(i, self._window.page(i)) for i in self._window.page_indices()]
+        start = len(window) - sum(len(msgs) for _, msgs in pages)
+        if window[start:] != [m for _, msgs in pages for m in msgs]:
+            pages = [(0, window[start:])]  # the pages are not the window's tail: edit it as one
+        return self._edits.apply(window[:start], pages, self._tokens.messages)
+
+    @property
+    def context_edits(self) -> tuple[Edit, ...]:
+        """The context edits applied to each window built (configuration: set it on a loaded system)."""
+        return self._edits.edits
+
+    @context_edits.setter
+    def context_edits(self, edits: Iterable[Edit] | None) -> None:
+        with self._lock:
+            self._edits = WindowEdits(checked_edits(edits))
 
     def _fit(self, limit: int) -> list[Message] | None:
         """Make the window and the tool definitions fit ``limit`` (``max_context_tokens``): archive
