@@ -33,18 +33,17 @@ PAGE_PLACEHOLDER = (
 _CALL_ITEMS = frozenset(("function_call", "custom_tool_call", "computer_call", "shell_call", "apply_patch_call"))
 
 
-def checked_edits(edits: Iterable[object] | None) -> tuple[Edit, ...]:
-    """``context_edits`` as a tuple of edit configs; anything else is refused, named."""
+def checked_edits(edits: Iterable[object] | None, where: str = "ContextSystem: context_edits") -> tuple[Edit, ...]:
+    """``edits`` as a tuple of edit configs; anything else is refused, named by ``where``."""
     if edits is None:
         return ()
     if isinstance(edits, str | bytes | dict) or not isinstance(edits, Iterable):
-        raise InvalidOperationError(f"ContextSystem: context_edits must be a list of edits, got {repr_of(edits)}")
+        raise InvalidOperationError(f"{where} must be a list of edits, got {repr_of(edits)}")
     out = tuple(edits)
     for i, edit in enumerate(out):
         if not isinstance(edit, ops.EDITS):
             raise InvalidOperationError(
-                f"ContextSystem: context_edits[{i}] must be memci.ops.ClearToolUses or ClearThinking, "
-                f"got {repr_of(edit)}"
+                f"{where}[{i}] must be memci.ops.ClearToolUses or ClearThinking, got {repr_of(edit)}"
             )
     return out  # type: ignore[return-value]  # each item checked above
 
