@@ -72,6 +72,10 @@ test: build-dev lint redis-server postgres-server ## Build, lint, cargo tests, p
 	$(DOCS_BUILD)
 	$(MAKE) sdist-check
 
+.PHONY: test-edits
+test-edits: build-dev ## The context edits against their reference model: 10,000 generated edit sequences per format
+	$(BIN)/pytest -q tests/test_edits.py -k sequences --hypothesis-profile=edits
+
 .PHONY: peer-suites
 peer-suites: build-dev ## The frameworks' own test suites (fetched sdists), native vs memci's class; make test runs all but the longest
 	$(PEER_SUITES)

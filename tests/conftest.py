@@ -21,6 +21,8 @@ settings.register_profile(
 )
 # A longer hunt, by hand: pytest tests --hypothesis-profile=thorough
 settings.register_profile("thorough", parent=settings.get_profile("memci"), max_examples=1000, stateful_step_count=60)
+# The context edits' long run (make test-edits): 10,000 generated edit sequences per format.
+settings.register_profile("edits", parent=settings.get_profile("memci"), max_examples=10_000)
 settings.load_profile("memci")
 
 

@@ -129,6 +129,10 @@ def _saved_storage() -> MemoryStorage:
 #: Good values of each kind of argument, mixed with junk by ``argument``.
 GOOD: dict[str, st.SearchStrategy[Any]] = {
     "count": st.integers(0, 6),
+    "optional_count": st.none()
+    | st.integers(0, 6)
+    | st.builds(lambda n: {"type": "input_tokens", "value": n}, st.integers(0, 6)),
+    "context_edits": st.none() | st.just([ops.ClearToolUses(keep=1)]) | st.just([ops.ClearThinking()]),
     "index": st.integers(-6, 6),
     "page_index": st.integers(1, 4),
     "role": st.sampled_from(ops.ROLES),
@@ -220,6 +224,17 @@ TRIM_KINDS = {
     "thinking": "thinking",
     "low_water": "low_water",
 }
+EDIT_KINDS = {
+    "trigger": "optional_count",
+    "keep": "count",
+    "clear_at_least": "optional_count",
+    "exclude_tools": "roles",
+    "clear_tool_inputs": "flag",
+    "placeholder": "optional_text",
+    "encoding": "encoding",
+    "thinking": "thinking",
+}
+THINKING_EDIT_KINDS = {"keep_turns": "count", "encoding": "encoding", "thinking": "thinking"}
 TRUNCATE_KINDS = {
     "keep_first": "count",
     "keep_last": "count",
@@ -239,6 +254,8 @@ ARRAY_METHODS: dict[str, dict[str, str]] = {
     "by_role": {"role": "role"},
     "checkpoint": {"description": "optional_text"},
     "clear": {"keep_system": "flag"},
+    "clear_thinking": THINKING_EDIT_KINDS,
+    "clear_tool_uses": EDIT_KINDS,
     "count": {"role": "role"},
     "execute": {"op": "op"},
     "filter": {"roles": "roles", "content_contains": "roles", "content_excludes": "roles"},
@@ -335,6 +352,8 @@ FUNCTIONS.update(
         "ops.Append": {"messages": "messages"},
         "ops.Checkpoint": {"description": "optional_text"},
         "ops.Clear": {"keep_system": "flag"},
+        "ops.ClearThinking": THINKING_EDIT_KINDS,
+        "ops.ClearToolUses": EDIT_KINDS,
         "ops.Filter": {"roles": "roles", "content_contains": "roles", "content_excludes": "roles"},
         "ops.Insert": {"position": "count", "messages": "messages"},
         "ops.Replace": {"index": "index", "message": "message"},
@@ -562,7 +581,7 @@ CONSTRUCTION = {
 LOADING = {"storage": "storage", "summarizer": "summarizer", "counter": "counter", "thinking": "thinking"}
 #: The ways to make a ContextSystem, and the kinds of their arguments.
 CONSTRUCTORS: dict[str, dict[str, str]] = {
-    "__init__": CONSTRUCTION,
+    "__init__": {**CONSTRUCTION, "context_edits": "context_edits"},
     "load": LOADING,
     "open": CONSTRUCTION,
     "from_state": {"state": "context_state", **LOADING},
@@ -822,6 +841,7 @@ PIPELINE_METHODS: dict[str, dict[str, str]] = {
 }
 BATCH_FUNCTIONS: dict[str, dict[str, str]] = {
     "batch.clear": {"keep_system": "flag"},
+    "batch.clear_tool_uses": {name: kind for name, kind in EDIT_KINDS.items() if name != "thinking"},
     "batch.count_tokens": {"encoding": "encoding"},
     "batch.filter": {"roles": "roles", "content_contains": "roles", "content_excludes": "roles"},
     "batch.sanitize": {},

@@ -38,7 +38,7 @@ from memci.errors import (
     StorageError,
     SummaryError,
 )
-from memci.results import BatchSnapshot, OperationResult, Stats
+from memci.results import BatchSnapshot, EditResult, OperationResult, Stats
 from memci.sanitize import RemovedMessage, SanitizeResult, ValidationResult, sanitize_messages, validate_messages
 from memci.usage import TokenUsage, Usage, UsageRecord
 
@@ -142,6 +142,7 @@ __all__ = [
     "DirectoryStorage",
     "DroppedEntry",
     "EmbeddingError",
+    "EditResult",
     "EncryptedStorage",
     "Entry",
     "ExtractiveSummarizer",

@@ -10,7 +10,19 @@ import builtins
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, SupportsFloat, final
 
-from memci.ops import Append, Checkpoint, Clear, Filter, Insert, Replace, Rollback, TrimToTokens, Truncate
+from memci.ops import (
+    Append,
+    Checkpoint,
+    Clear,
+    ClearThinking,
+    ClearToolUses,
+    Filter,
+    Insert,
+    Replace,
+    Rollback,
+    TrimToTokens,
+    Truncate,
+)
 
 _Message = dict[str, Any]
 #: (total_messages, current_batch_messages, total_batches, current_batch_index)
@@ -58,6 +70,9 @@ class MessageStore:
     def execute(self, op: _StoreOperation, counter: Callable[[_Message], int] | None = None) -> _Stats:
         """Run a ``memci.ops`` config (all but ``Sanitize``), read from its fields; ``counter``
         counts for ``TrimToTokens``. The stats after it, read under the same lock."""
+    def edit(self, op: ClearToolUses | ClearThinking) -> tuple[_Stats, tuple[int, int, int]]:
+        """Run a context edit, planned and applied with the GIL released: the stats after it and
+        ``(cleared_tool_uses, cleared_thinking_turns, cleared_input_tokens)``."""
     def set_tool_description(self, message: _Message) -> None:
         """Store the tool description and make it visible after the leading system messages."""
     def mark(self, index: int, tag: str) -> None:

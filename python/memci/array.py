@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, SupportsFloat, cast, overload
 
 from memci import _core, ops, tokens
 from memci.errors import BatchError, InvalidMessageError, InvalidOperationError, repr_of, shown
-from memci.results import BatchSnapshot, OperationResult, Stats
+from memci.results import BatchSnapshot, EditResult, OperationResult, Stats
 from memci.sanitize import SanitizeResult, ValidationResult, sanitize_store, validate_store
 from memci.usage import TokenUsage
 
@@ -149,9 +149,59 @@ class MessageArray:
         if isinstance(config, ops.Sanitize):
             sanitize_store(self._store)
             stats = self.stats()
+        elif isinstance(config, ops.ClearToolUses | ops.ClearThinking):
+            counts, (tool_uses, thinking_turns, tokens_cleared) = self._store.edit(config)
+            stats = Stats(*counts)
+            return EditResult(
+                config.name,
+                stats.current_batch_index,
+                stats.current_batch_messages,
+                stats,
+                tool_uses,
+                thinking_turns,
+                tokens_cleared,
+            )
         else:
             stats = Stats(*self._store.execute(config, counter))
         return OperationResult(config.name, stats.current_batch_index, stats.current_batch_messages, stats)
+
+    # ---- context edits (docs/context-edits.md) --------------------------------------------------
+
+    def clear_tool_uses(
+        self,
+        *,
+        trigger: int | None = None,
+        keep: int = 3,
+        clear_at_least: int | None = None,
+        exclude_tools: Sequence[str] = (),
+        clear_tool_inputs: bool = False,
+        placeholder: str | None = None,
+        encoding: str = tokens.DEFAULT_ENCODING,
+        thinking: str = tokens.DEFAULT_THINKING,
+    ) -> EditResult:
+        """CLEAR TOOL USES (:class:`memci.ops.ClearToolUses`, Anthropic's ``clear_tool_uses``):
+        replace the results of all but the last ``keep`` tool uses with a placeholder that keeps
+        their pair ids, when the visible messages cost more than ``trigger`` tokens. One batch
+        (none when nothing is cleared), so ``rollback`` restores; the originals stay stored. The
+        result's ``cleared_tool_uses`` and ``cleared_input_tokens`` are exact (``token_count``
+        before less after). O(n) with cached counts, the GIL released."""
+        config = ops.ClearToolUses(
+            trigger, keep, clear_at_least, exclude_tools, clear_tool_inputs, placeholder, encoding, thinking
+        )
+        return cast("EditResult", self._run(config))
+
+    def clear_thinking(
+        self,
+        keep_turns: int = 1,
+        *,
+        encoding: str = tokens.DEFAULT_ENCODING,
+        thinking: str = tokens.DEFAULT_THINKING,
+    ) -> EditResult:
+        """CLEAR THINKING (:class:`memci.ops.ClearThinking`, Anthropic's ``clear_thinking``): clear
+        the thinking blocks and reasoning items of every turn but the last ``keep_turns`` turns that
+        have some. One batch (none when nothing is cleared); ``cleared_thinking_turns`` and
+        ``cleared_input_tokens`` are exact. O(n), the GIL released."""
+        return cast("EditResult", self._run(ops.ClearThinking(keep_turns, encoding, thinking)))
 
     # ---- tool-call hygiene (docs/sanitizer.md) ----------------------------------------------------
 

@@ -32,6 +32,8 @@ __all__ = [
     "Append",
     "Checkpoint",
     "Clear",
+    "ClearThinking",
+    "ClearToolUses",
     "Filter",
     "Insert",
     "Operation",
@@ -393,8 +395,97 @@ def _low_water(op: str, value: object, strategy: object, allow_partial: bool) ->
     return float(value)
 
 
+def _anthropic_amount(op: str, field: str, value: object, unit: str) -> object:
+    """Anthropic's ``{"type": unit, "value": n}`` form of an amount as ``n``; anything else as given."""
+    if isinstance(value, Mapping):
+        if set(value) != {"type", "value"} or value["type"] != unit:
+            _fail(op, f"{field} as a dict must be {{'type': {unit!r}, 'value': n}}, got {repr_of(value)}")
+        return value["value"]
+    return value
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClearToolUses:
+    """CLEAR TOOL USES, Anthropic's ``clear_tool_uses_20250919`` done here, losslessly: when the
+    visible messages cost more than ``trigger`` tokens (``None``: whenever it runs), the results of
+    every tool use but the last ``keep`` are replaced by ``placeholder`` (``{name}`` and ``{id}``
+    filled in; ``None``: a text telling the model what was cleared and how to get it back), each
+    result keeping its pair id, so the history stays valid for every API. ``clear_at_least``:
+    clear nothing unless at least that many tokens go; ``exclude_tools``: tools never cleared;
+    ``clear_tool_inputs``: the cleared calls' arguments become ``{}`` too. Amounts may be given in
+    Anthropic's form (``{"type": "input_tokens", "value": 30000}``, ``{"type": "tool_uses",
+    "value": 3}``). Tokens are counted in ``encoding`` with the ``thinking`` rule. Opens a batch
+    only when something is cleared; the originals stay stored (``all_messages``, ``rollback``).
+    Semantics: ``docs/context-edits.md``."""
+
+    name: ClassVar[str] = "clear_tool_uses"
+    trigger: int | None = None
+    keep: int = 3
+    clear_at_least: int | None = None
+    exclude_tools: Sequence[str] = ()
+    clear_tool_inputs: bool = False
+    placeholder: str | None = None
+    encoding: str = DEFAULT_ENCODING
+    thinking: str = DEFAULT_THINKING
+
+    def __post_init__(self) -> None:
+        for field, unit in (("trigger", "input_tokens"), ("keep", "tool_uses"), ("clear_at_least", "input_tokens")):
+            _set(self, field, _anthropic_amount(self.name, field, getattr(self, field), unit))
+        _set(self, "trigger", _optional_count(self.name, "trigger", self.trigger))
+        _set(self, "keep", check_count(self.name, "keep", self.keep))
+        _set(self, "clear_at_least", _optional_count(self.name, "clear_at_least", self.clear_at_least))
+        _set(self, "exclude_tools", _strings(self.name, "exclude_tools", self.exclude_tools) or ())
+        if not isinstance(self.clear_tool_inputs, bool):
+            _fail(self.name, f"clear_tool_inputs must be a bool, got {repr_of(self.clear_tool_inputs)}")
+        if self.placeholder is not None and not isinstance(self.placeholder, str):
+            _fail(self.name, f"placeholder must be a str or None, got {repr_of(self.placeholder)}")
+        thinking_rule(self.name, self.thinking)
+
+    def describe(self) -> str:
+        given = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return _describe(self.name, **{k: v for k, v in given.items() if v not in (None, ())})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClearThinking:
+    """CLEAR THINKING, Anthropic's ``clear_thinking_20251015`` done here, losslessly: the thinking
+    of every turn but the last ``keep_turns`` (>= 1) turns that have some is cleared: thinking
+    blocks leave their assistant message (one holding nothing else keeps them), Responses
+    ``reasoning`` items leave the visible list. ``keep_turns`` may be Anthropic's
+    ``{"type": "thinking_turns", "value": n}``. Opens a batch only when something is cleared."""
+
+    name: ClassVar[str] = "clear_thinking"
+    keep_turns: int = 1
+    encoding: str = DEFAULT_ENCODING
+    thinking: str = DEFAULT_THINKING
+
+    def __post_init__(self) -> None:
+        keep = _anthropic_amount(self.name, "keep_turns", self.keep_turns, "thinking_turns")
+        _set(self, "keep_turns", check_count(self.name, "keep_turns", keep))
+        if self.keep_turns < 1:
+            _fail(self.name, "keep_turns must be at least 1: the current turn's thinking must stay for a tool loop")
+        thinking_rule(self.name, self.thinking)
+
+    def describe(self) -> str:
+        return _describe(self.name, keep_turns=self.keep_turns)
+
+
+#: The context edits: their results carry what they cleared (:class:`memci.results.EditResult`).
+EDITS: tuple[type[ClearToolUses], type[ClearThinking]] = (ClearToolUses, ClearThinking)
+
 Operation: TypeAlias = (
-    Append | Insert | Replace | Truncate | Clear | Filter | Rollback | Checkpoint | Sanitize | TrimToTokens
+    Append
+    | Insert
+    | Replace
+    | Truncate
+    | Clear
+    | Filter
+    | Rollback
+    | Checkpoint
+    | Sanitize
+    | TrimToTokens
+    | ClearToolUses
+    | ClearThinking
 )
 CONFIGS: tuple[type[Operation], ...] = (
     Append,
@@ -407,6 +498,8 @@ CONFIGS: tuple[type[Operation], ...] = (
     Checkpoint,
     Sanitize,
     TrimToTokens,
+    ClearToolUses,
+    ClearThinking,
 )
 
 

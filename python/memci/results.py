@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BatchSnapshot", "OperationResult", "Stats"]
+__all__ = ["BatchSnapshot", "EditResult", "OperationResult", "Stats"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,3 +51,16 @@ class OperationResult:
     affected_batch_index: int
     message_count: int
     stats: Stats
+
+
+@dataclass(frozen=True, slots=True)
+class EditResult(OperationResult):
+    """The outcome of a context edit (``clear_tool_uses``, ``clear_thinking``), with what it
+    cleared, as Anthropic's API reports its own edits: ``cleared_tool_uses`` (tool uses whose
+    result or input was cleared), ``cleared_thinking_turns``, and ``cleared_input_tokens``, exact:
+    the visible messages' token count before the edit less the count after it (in the edit's
+    encoding and thinking rule). All 0 when nothing was cleared (then no batch opened)."""
+
+    cleared_tool_uses: int = 0
+    cleared_thinking_turns: int = 0
+    cleared_input_tokens: int = 0

@@ -22,6 +22,7 @@ from memci.batch.pipeline import (
     Pipeline,
     Step,
     clear,
+    clear_tool_uses,
     count_tokens,
     filter,  # the FILTER step, named like the operation
     sanitize,
@@ -37,6 +38,7 @@ __all__ = [
     "Pipeline",
     "Step",
     "clear",
+    "clear_tool_uses",
     "count_tokens",
     "filter",
     "sanitize",

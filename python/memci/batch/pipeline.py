@@ -39,8 +39,10 @@ class CountTokens:
 
 
 #: What a pipeline step is: a config of :mod:`memci.ops` that removes messages, or CountTokens.
-Step: TypeAlias = ops.Sanitize | ops.TrimToTokens | ops.Truncate | ops.Filter | ops.Clear | CountTokens
-_STEPS = (ops.Sanitize, ops.TrimToTokens, ops.Truncate, ops.Filter, ops.Clear, CountTokens)
+Step: TypeAlias = (
+    ops.Sanitize | ops.TrimToTokens | ops.Truncate | ops.Filter | ops.Clear | CountTokens | ops.ClearToolUses
+)
+_STEPS = (ops.Sanitize, ops.TrimToTokens, ops.Truncate, ops.Filter, ops.Clear, CountTokens, ops.ClearToolUses)
 
 
 def sanitize() -> ops.Sanitize:
@@ -89,6 +91,22 @@ def clear(keep_system: bool = True) -> ops.Clear:
     return ops.Clear(keep_system)
 
 
+def clear_tool_uses(
+    *,
+    trigger: int | None = None,
+    keep: int = 3,
+    clear_at_least: int | None = None,
+    exclude_tools: Sequence[str] = (),
+    clear_tool_inputs: bool = False,
+    placeholder: str | None = None,
+    encoding: str = DEFAULT_ENCODING,
+) -> ops.ClearToolUses:
+    """The CLEAR_TOOL_USES step, as :meth:`memci.MessageArray.clear_tool_uses`: each conversation's
+    old tool results replaced by the placeholder, their pairs kept; the summary adds up
+    ``cleared_tool_uses`` and ``cleared_input_tokens``."""
+    return ops.ClearToolUses(trigger, keep, clear_at_least, exclude_tools, clear_tool_inputs, placeholder, encoding)
+
+
 def count_tokens(encoding: str = DEFAULT_ENCODING) -> CountTokens:
     """The COUNT_TOKENS step."""
     return CountTokens(encoding)
@@ -114,7 +132,7 @@ def as_step(step: Step | Mapping[str, Any]) -> Step:
         name = getattr(config, "name", None)
         raise InvalidOperationError(
             f"batch: {name if isinstance(name, str) else repr_of(config)} is not a batch step "
-            "(steps: sanitize, trim_to_tokens, truncate, filter, clear, count_tokens)"
+            "(steps: sanitize, trim_to_tokens, truncate, filter, clear, count_tokens, clear_tool_uses)"
         )
     return config
 
@@ -137,7 +155,8 @@ class BadRecord:
 class BatchSummary:
     """What a run did: records read, blank lines skipped, conversations processed, bad records,
     messages in and out, messages removed by each step kind, the total of each count_tokens step
-    (in step order), bytes in and out, and the wall time. Every record read is accounted for:
+    (in step order), what the clear_tool_uses steps cleared (tool uses and tokens), bytes in and
+    out, and the wall time. Every record read is accounted for:
     ``records == conversations + bad + blank``."""
 
     records: int = 0
@@ -148,6 +167,8 @@ class BatchSummary:
     messages_out: int = 0
     removed: dict[str, int] = dataclasses.field(default_factory=dict)
     tokens: list[int] = dataclasses.field(default_factory=list)
+    cleared_tool_uses: int = 0
+    cleared_input_tokens: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
     seconds: float = 0.0
@@ -166,6 +187,8 @@ class BatchSummary:
         self.tokens.extend([0] * (len(counts) - len(self.tokens)))
         for i, n in enumerate(counts):
             self.tokens[i] += n
+        self.cleared_tool_uses += totals.get("cleared_tool_uses", 0)
+        self.cleared_input_tokens += totals.get("cleared_input_tokens", 0)
         self.bytes_in += totals["bytes_in"]
         self.bytes_out += totals["bytes_out"]
 

@@ -1,15 +1,15 @@
 """``memci batch IN OUT``: clean a dataset of conversations end to end.
 
 IN is a JSONL file (one conversation a line: a list of messages, or an object with a ``messages``
-key whose other keys are kept) or a Parquet file (``*.parquet``, with a ``messages`` column).
-The steps run in this order: sanitize, filter by roles, truncate to the last N messages, trim to
-a token budget; then the kept tokens are counted when an encoding or budget is given. A progress
-bar (conversations/s, MB/s, ETA) shows on a terminal; a summary is printed at the end (on stderr
-when OUT is ``-``, standard output). OUT and ``--errors`` go where they point: ``-`` is standard
-output, a regular file (symlinks resolved) is renamed into place at the end, a device or FIFO is
-written to as the run goes and never replaced. Exit code 0: every record processed; 1: some
-records were bad (see ``--errors``); 2: the run could not happen (bad arguments, unreadable or
-corrupt input, an input that changed while it was read).
+key whose other keys are kept) or a Parquet file (``*.parquet``, with a ``messages`` column). The
+steps run in this order: sanitize, filter by roles, truncate to the last N messages, clear old tool
+results (``--clear-tool-uses KEEP``), trim to a token budget; then the kept tokens are counted when
+an encoding or budget is given. A progress bar (conversations/s, MB/s, ETA) shows on a terminal; a
+summary is printed at the end (on stderr when OUT is ``-``, standard output). OUT and ``--errors``
+go where they point: ``-`` is standard output, a regular file (symlinks resolved) is renamed into
+place at the end, a device or FIFO is written to as the run goes and never replaced. Exit code 0:
+every record processed; 1: some records were bad (see ``--errors``); 2: the run could not happen
+(bad arguments, unreadable or corrupt input, an input that changed while it was read).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 from memci import ops
 from memci._optional import needs_extra
-from memci.batch import BatchSummary, Pipeline, Step, count_tokens, sanitize, trim_to_tokens
+from memci.batch import BatchSummary, Pipeline, Step, clear_tool_uses, count_tokens, sanitize, trim_to_tokens
 from memci.batch.output import is_streamed
 from memci.batch.pipeline import MAX_WORKERS
 from memci.errors import MemciError
@@ -50,6 +50,12 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--keep-system", action="store_true", help="--max-tokens keeps the leading system messages")
     p.add_argument("--roles", nargs="+", metavar="ROLE", help="keep only messages of these roles")
     p.add_argument("--keep-last", type=int, metavar="N", help="keep the last N messages of each conversation")
+    p.add_argument(
+        "--clear-tool-uses",
+        type=int,
+        metavar="KEEP",
+        help="replace the results of all but the last KEEP tool uses with a placeholder (their pairs kept)",
+    )
     p.add_argument("--count-before", action="store_true", help="also count the tokens of the input (costs a full pass)")
     p.add_argument("--workers", type=int, metavar="N", help=f"threads, 1 to {MAX_WORKERS} (default: one per core)")
     p.add_argument("--errors", metavar="FILE", help="write bad records here (JSONL: line, path, reason; - for stdout)")
@@ -72,6 +78,8 @@ def _steps(args: argparse.Namespace) -> list[Step]:
         steps.append(ops.Filter(roles=args.roles))
     if args.keep_last is not None:
         steps.append(ops.Truncate(keep_last=args.keep_last))
+    if args.clear_tool_uses is not None:
+        steps.append(clear_tool_uses(keep=args.clear_tool_uses, encoding=encoding))
     if args.max_tokens is not None:
         steps.append(trim_to_tokens(args.max_tokens, keep_system=args.keep_system, encoding=encoding))
     if args.max_tokens is not None or args.encoding or args.count_before:
@@ -138,6 +146,9 @@ def _print_summary(summary: BatchSummary, steps: list[Step], out: Any) -> None:
     labels = ["tokens before", "tokens after"] if len(counts) == 2 else ["tokens after"]
     for label, n in zip(labels, summary.tokens, strict=False):
         table.add_row(label, f"{n:,}")
+    if any(s.name == "clear_tool_uses" for s in steps):
+        table.add_row("tool uses cleared", f"{summary.cleared_tool_uses:,}")
+        table.add_row("tokens cleared", f"{summary.cleared_input_tokens:,}")
     if summary.bytes_in:
         table.add_row("MB in / out", f"{summary.bytes_in / 1e6:,.1f} / {summary.bytes_out / 1e6:,.1f}")
     rate = summary.conversations / summary.seconds if summary.seconds else 0.0
@@ -154,7 +165,7 @@ def run_batch(args: argparse.Namespace) -> int:
         fault = "not a regular file" if Path(args.input).exists() else "no such file"
         print(f"{name}: {args.input}: {fault}", file=sys.stderr)
         return 2
-    for flag in ("max_tokens", "keep_last", "workers"):
+    for flag in ("max_tokens", "keep_last", "clear_tool_uses", "workers"):
         value = getattr(args, flag)
         if value is not None and value < (1 if flag == "workers" else 0):
             print(f"{name}: --{flag.replace('_', '-')} must be >= {1 if flag == 'workers' else 0}", file=sys.stderr)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from memci import _core
-from memci.context.embedding import Embedder, checked_embedder, embed
+from memci.context.embedding import Embedder, checked_embedder, embed, row_bytes
 from memci.errors import EmbeddingError, InvalidOperationError, repr_of
 
 if TYPE_CHECKING:
@@ -169,6 +169,13 @@ class PageSearch:
         if self._embedder is None:
             raise EmbeddingError("PageSearch.embed: this index has no embedder")
         return embed(self._embedder, texts, self._vectors.dim)
+
+    def stored_vectors(self, texts: list[str]) -> list[bytes | None]:
+        """Each text's vector as a page stores it (one call of the embedder for them all), or None
+        each without an embedder. :class:`~memci.EmbeddingError` when the embedder's answer is bad."""
+        if self._embedder is None or not texts:
+            return [None] * len(texts)
+        return list(row_bytes(self.embed(texts)))
 
     def embed_pending(self) -> int:
         """Embed every page indexed without its vector, in one call of the embedder; the number of

@@ -33,7 +33,8 @@ from memci.context.contents import (
 )
 from memci.context.counting import SystemTokens
 from memci.context.cuts import DEFAULT_LOW_WATER, CutPolicy, StableContents, fewest_to_cut
-from memci.context.embedding import Embedder, checked_embedder, row_bytes
+from memci.context.edits import Edit, WindowEdits, checked_edits
+from memci.context.embedding import Embedder, checked_embedder
 from memci.context.lock import SystemLock
 from memci.context.page import ArchivedPage, Message, Page
 from memci.context.persistence import Persistent
@@ -102,6 +103,7 @@ class ContextSystem(Persistent, Recalling):
         cache_stable: bool | None = None,
         low_water: float = DEFAULT_LOW_WATER,
         embedder: Embedder | None = None,
+        context_edits: Iterable[Edit] | None = None,
     ) -> None:
         """``system_prompt``: a string or a system/developer message, or None (or ``""``) for none:
         then the recall tools' note is the only system message. ``tools``: the protocol the
@@ -125,7 +127,10 @@ class ContextSystem(Persistent, Recalling):
         or a numpy array): each archived page is embedded once, in one call per archiving step, its
         vector stored with the page, and :meth:`search` fuses BM25 with cosine similarity
         (:class:`~memci.PageSearch`); code too, passed again to :meth:`load`. Default None: BM25
-        alone."""
+        alone. ``context_edits``: :class:`memci.ops.ClearToolUses` /
+        :class:`~memci.ops.ClearThinking` applied to each window built, never to the pages stored
+        (see :mod:`memci.context.edits`); configuration too: set :attr:`context_edits` again on a
+        loaded system."""
         if tools is None:
             tools = "openai"
         if tools not in recall.FORMATS:
@@ -144,6 +149,7 @@ class ContextSystem(Persistent, Recalling):
         )
         self._encoding = encoding
         self._tokens = SystemTokens(encoding, counter, thinking)
+        self._edits = WindowEdits(checked_edits(context_edits))
         #: What was passed (code, not state): copies and pickles carry these.
         self._summarizer_arg, self._counter = summarizer, counter
         self._summarizer = as_summarizer(summarizer)
@@ -207,7 +213,7 @@ class ContextSystem(Persistent, Recalling):
         try:
             leaving = window.page_indices()[: self._cuts.leaving(window.active_count - 1, 1)]
             prepared = [self._prepare(i) for i in leaving]
-            vectors = self._embedded(prepared)
+            vectors = self._search.stored_vectors([text for _, _, text in prepared])
         except BaseException:
             window.undo_open(index)
             raise
@@ -239,7 +245,7 @@ class ContextSystem(Persistent, Recalling):
                 at = j - len(existing)
                 end = opens[at + 1] if at + 1 < len(opens) else len(batch)
                 prepared.append(self._summarised(window.next_index + at, *_read_back(batch[opens[at] : end])))
-        vectors = self._embedded(prepared)
+        vectors = self._search.stored_vectors([text for _, _, text in prepared])
         opening = set(opens)
         indices = [window.open_page(m) if i in opening else window.join(m) for i, m in enumerate(batch)]
         self._archive_pages(prepared, "active_pages", vectors)
@@ -395,23 +401,16 @@ class ContextSystem(Persistent, Recalling):
         """The contents entry of a page archived now: never recalled, last-recall round = now."""
         return ContentsEntry(page.index, summary.summary, summary.entry_summaries, 0, self._round, self._round)
 
-    def _embedded(self, prepared: list[tuple[Page, PageSummary, str]]) -> list[bytes | None]:
-        """The vector of each prepared page (one call of the embedder for them all), or None each
-        without an embedder. :class:`~memci.EmbeddingError` when the embedder's answer is bad."""
-        if self._search.embedder is None or not prepared:
-            return [None] * len(prepared)
-        return list(row_bytes(self._search.embed([text for _, _, text in prepared])))
-
     def _archive_pages(
         self, prepared: list[tuple[Page, PageSummary, str]], reason: str, vectors: list[bytes | None] | None = None
     ) -> None:
         """Archive summarised active pages: the O(1) unlink, the contents entry and the search
         index; the page is staged in the log for the next :meth:`save`, which writes it with the
         state. ``reason`` (``"active_pages"``, ``"max_context_tokens"``, ``"clear"``) is logged.
-        ``vectors``: the pages' (:meth:`_embedded`), else they are embedded first, in one call: if
+        ``vectors``: the pages' (:meth:`PageSearch.stored_vectors`), else they are embedded first, in one call: if
         that fails, nothing has changed."""
         if vectors is None:
-            vectors = self._embedded(prepared)
+            vectors = self._search.stored_vectors([text for _, _, text in prepared])
         for (page, summary, text), vector in zip(prepared, vectors, strict=True):
             log.debug(
                 "archive page %d in round %d (%s): %d messages",
@@ -454,9 +453,26 @@ class ContextSystem(Persistent, Recalling):
             else:
                 fitted = None if limit is None else self._fit(limit)
                 messages = self._assemble(self._archive.render()) if fitted is None else fitted
+            if self._edits.edits:
+                messages = self._edited(messages)
         if not sanitize:
             return cast("list[ChatMessage]", messages)
         return cast("list[ChatMessage]", sanitize_messages(messages).messages)
+
+    def _edited(self, window: list[Message]) -> list[Message]:
+        """``window`` with the context edits applied to its pages (``memci.context.edits``)."""
+        pages = [(i, self._window.page(i)) for i in self._window.page_indices()]
+        return self._edits.apply_to(window, pages, self._tokens.messages)
+
+    @property
+    def context_edits(self) -> tuple[Edit, ...]:
+        """The context edits applied to each window built (configuration: set it on a loaded system)."""
+        return self._edits.edits
+
+    @context_edits.setter
+    def context_edits(self, edits: Iterable[Edit] | None) -> None:
+        with self._lock:
+            self._edits = WindowEdits(checked_edits(edits))
 
     def _fit(self, limit: int) -> list[Message] | None:
         """Make the window and the tool definitions fit ``limit`` (``max_context_tokens``): archive

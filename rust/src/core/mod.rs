@@ -7,6 +7,7 @@ pub mod batch;
 pub mod bpe_tables;
 pub mod config;
 pub mod cow_vec;
+pub mod edits;
 pub mod error;
 pub mod hybrid;
 pub mod message;

@@ -96,6 +96,11 @@ fn step(config: &Bound<'_, PyAny>) -> PyResult<Step> {
             let encoding: Encoding = named(&config.getattr("encoding")?, "count_tokens: encoding")?;
             return Ok(Step::CountTokens(encoding));
         }
+        "clear_tool_uses" => {
+            if let (crate::python::edits::Edit::ToolUses(edit), _) = crate::python::edits::Edit::of(config)? {
+                return Ok(Step::ClearToolUses(edit));
+            }
+        }
         _ => {}
     }
     Ok(match Described::of(config)?.operation {
@@ -105,7 +110,7 @@ fn step(config: &Bound<'_, PyAny>) -> PyResult<Step> {
         Operation::Clear { keep_system } => Step::Clear { keep_system },
         _ => {
             return Err(invalid(format!(
-                "batch: {name} is not a batch step (steps: sanitize, trim_to_tokens, truncate, filter, clear, count_tokens)"
+                "batch: {name} is not a batch step (steps: sanitize, trim_to_tokens, truncate, filter, clear, count_tokens, clear_tool_uses)"
             )));
         }
     })
@@ -127,6 +132,8 @@ fn totals_dict<'py>(py: Python<'py>, t: &Totals) -> PyResult<Bound<'py, PyDict>>
     }
     d.set_item("removed", removed)?;
     d.set_item("tokens", t.tokens.clone())?;
+    d.set_item("cleared_tool_uses", t.cleared_tool_uses)?;
+    d.set_item("cleared_input_tokens", t.cleared_input_tokens)?;
     d.set_item("bytes_in", t.bytes_in)?;
     d.set_item("bytes_out", t.bytes_out)?;
     Ok(d)

@@ -6,6 +6,7 @@ pub mod batch;
 pub mod config;
 pub mod convert;
 pub mod decoded;
+pub mod edits;
 pub mod errors;
 pub mod hybrid;
 pub mod lock;

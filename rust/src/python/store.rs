@@ -128,6 +128,20 @@ impl MessageStore {
         Ok(stats(&self.read(py)))
     }
 
+    /// Run a context edit of `memci.ops` (`ClearToolUses`, `ClearThinking`), planned and applied
+    /// with the GIL released: the stats after it and `(cleared_tool_uses, cleared_thinking_turns,
+    /// cleared_input_tokens)`.
+    fn edit(&self, py: Python<'_>, op: &Bound<'_, PyAny>) -> PyResult<(Stats, (usize, usize, u64))> {
+        let (edit, description) = crate::python::edits::Edit::of(op)?;
+        let plan = py.detach(|| edit.run(&mut self.inner.write(), description));
+        let cleared = (
+            plan.cleared_tool_uses,
+            plan.cleared_thinking_turns,
+            plan.cleared_input_tokens,
+        );
+        Ok((stats(&self.read(py)), cleared))
+    }
+
     fn set_tool_description(&self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<()> {
         let incoming = incoming(message)?;
         if incoming.len() != 1 {

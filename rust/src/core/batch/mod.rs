@@ -12,6 +12,7 @@ pub mod parse;
 pub mod record;
 
 use crate::core::config::{Budget, Conditions, Cuts, Encoding};
+use crate::core::edits::ClearToolUses;
 use crate::core::error::{Error, Result, quoted};
 use crate::core::store::{Incoming, Store, numbers_within_limits};
 
@@ -67,6 +68,8 @@ pub enum Step {
     },
     /// Record the token count of the conversation as it is at this point (reply priming included).
     CountTokens(Encoding),
+    /// Clear old tool results (`core/edits.rs`); removes no message.
+    ClearToolUses(ClearToolUses),
 }
 
 /// The steps that remove messages, in the order of [`Totals::removed`].
@@ -81,7 +84,7 @@ impl Step {
             Step::Truncate(_) => Some(2),
             Step::Filter(_) => Some(3),
             Step::Clear { .. } => Some(4),
-            Step::CountTokens(_) => None,
+            Step::CountTokens(_) | Step::ClearToolUses(_) => None,
         }
     }
 }
@@ -103,6 +106,9 @@ pub struct Outcome {
     pub removed: [u64; REMOVING_STEPS.len()],
     /// The count of each `CountTokens` step, in step order.
     pub tokens: Vec<u64>,
+    /// What the `ClearToolUses` steps cleared: tool uses, and tokens (exact).
+    pub cleared_tool_uses: u64,
+    pub cleared_input_tokens: u64,
 }
 
 /// Totals over many conversations. Every record read is a conversation, a bad record or a blank
@@ -122,6 +128,8 @@ pub struct Totals {
     pub removed: [u64; REMOVING_STEPS.len()],
     /// The sum of each `CountTokens` step's counts, in step order.
     pub tokens: Vec<u64>,
+    pub cleared_tool_uses: u64,
+    pub cleared_input_tokens: u64,
     /// Input bytes read.
     pub bytes_in: u64,
     /// Output bytes written.
@@ -142,6 +150,8 @@ impl Totals {
         for (total, n) in self.tokens.iter_mut().zip(&outcome.tokens) {
             *total += n;
         }
+        self.cleared_tool_uses += outcome.cleared_tool_uses;
+        self.cleared_input_tokens += outcome.cleared_input_tokens;
     }
 
     pub fn merge(&mut self, other: &Totals) {
@@ -160,6 +170,8 @@ impl Totals {
         for (total, n) in self.tokens.iter_mut().zip(&other.tokens) {
             *total += n;
         }
+        self.cleared_tool_uses += other.cleared_tool_uses;
+        self.cleared_input_tokens += other.cleared_input_tokens;
         self.bytes_in += other.bytes_in;
         self.bytes_out += other.bytes_out;
     }
@@ -208,6 +220,11 @@ impl Pipeline {
                 Step::Filter(conditions) => store.filter(conditions, String::new()),
                 Step::Clear { keep_system } => store.clear(*keep_system, String::new()),
                 Step::CountTokens(encoding) => outcome.tokens.push(store.token_count(*encoding)),
+                Step::ClearToolUses(edit) => {
+                    let plan = store.clear_tool_uses(edit, String::new());
+                    outcome.cleared_tool_uses += plan.cleared_tool_uses as u64;
+                    outcome.cleared_input_tokens += plan.cleared_input_tokens;
+                }
             }
             if let Some(k) = step.removing() {
                 outcome.removed[k] += before.saturating_sub(store.len()) as u64;

@@ -4,6 +4,7 @@
 
 mod json;
 pub(crate) use json::{MAX_INT_DIGITS, numbers_within_limits};
+mod edits;
 mod sanitize;
 mod token_counts;
 mod trim;
@@ -150,6 +151,8 @@ pub struct Store {
     pairs: PairCache,
     /// Each stored message's token count per encoding, counted when first needed.
     token_counts: TokenCounts,
+    /// What the last CLEAR TOOL USES settled (`store/edits.rs`).
+    edit_memo: edits::EditMemo,
 }
 
 impl Store {
