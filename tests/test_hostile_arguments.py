@@ -135,6 +135,7 @@ GOOD: dict[str, st.SearchStrategy[Any]] = {
     "context_edits": st.none() | st.just([ops.ClearToolUses(keep=1)]) | st.just([ops.ClearThinking()]),
     "index": st.integers(-6, 6),
     "page_index": st.integers(1, 4),
+    "page_indices": st.lists(st.integers(1, 4), max_size=4),
     "role": st.sampled_from(ops.ROLES),
     "roles": st.lists(st.sampled_from(ops.ROLES), max_size=2) | st.sampled_from(ops.ROLES),
     "text": st.text(max_size=6),
@@ -189,6 +190,10 @@ GOOD: dict[str, st.SearchStrategy[Any]] = {
     "summarizer": st.sampled_from([None, str.upper]),
     "policy": st.builds(ArchivePolicy),
     "search_items": st.lists(st.tuples(st.integers(1, 4), st.text(max_size=6)), max_size=3),
+    "embedder": st.none() | st.just(lambda texts: [[1.0, float(len(t))] for t in texts]),
+    "fusion": st.sampled_from(["rrf", "convex"]),
+    "vector": st.none() | st.just(b"\x00\x00\x80\x3f\x00\x00\x00\x00"),
+    "texts": st.lists(st.text(max_size=6), max_size=3),
     "batch": st.sampled_from([None, lambda: 0]),
     "usage": st.sampled_from(
         [
@@ -307,6 +312,7 @@ CONTEXT_METHODS: dict[str, dict[str, str]] = {
 
 STORE_METHODS: dict[str, dict[str, str]] = {
     "get_page": {"index": "page_index"},
+    "get_pages": {"indices": "page_indices"},
     "load_state": {},
     "page_indices": {},
     "put_page": {"index": "page_index", "page": "page"},
@@ -414,10 +420,13 @@ OBJECTS: dict[str, tuple[Callable[[], Any], dict[str, dict[str, str]], Callable[
     "PageSearch": (
         _page_search,
         {
-            "__init__": {"snippet_chars": "count"},
-            "add": {"page_index": "page_index", "text": "text"},
+            "__init__": {"snippet_chars": "count", "embedder": "embedder", "fusion": "fusion", "weight": "fraction"},
+            "add": {"page_index": "page_index", "text": "text", "vector": "vector"},
+            "embed": {"texts": "texts"},
+            "embed_pending": {},
             "extend": {"items": "search_items"},
             "search": {"query": "text", "k": "count"},
+            "stored_vectors": {"texts": "texts"},
         },
         lambda index: (len(index), [(h.page_index, h.score) for h in index.search("tides question", 10)]),
     ),
@@ -577,8 +586,15 @@ CONSTRUCTION = {
     "thinking": "thinking",
     "cache_stable": "flag",
     "low_water": "fraction",
+    "embedder": "embedder",
 }
-LOADING = {"storage": "storage", "summarizer": "summarizer", "counter": "counter", "thinking": "thinking"}
+LOADING = {
+    "storage": "storage",
+    "summarizer": "summarizer",
+    "counter": "counter",
+    "thinking": "thinking",
+    "embedder": "embedder",
+}
 #: The ways to make a ContextSystem, and the kinds of their arguments.
 CONSTRUCTORS: dict[str, dict[str, str]] = {
     "__init__": {**CONSTRUCTION, "context_edits": "context_edits"},

@@ -168,11 +168,12 @@ class PageSearch:
         a float32 array of one row per text; :class:`~memci.EmbeddingError` if it has none."""
         if self._embedder is None:
             raise EmbeddingError("PageSearch.embed: this index has no embedder")
-        return embed(self._embedder, texts, self._vectors.dim)
+        return embed(self._embedder, _texts("embed", texts), self._vectors.dim)
 
     def stored_vectors(self, texts: list[str]) -> list[bytes | None]:
         """Each text's vector as a page stores it (one call of the embedder for them all), or None
         each without an embedder. :class:`~memci.EmbeddingError` when the embedder's answer is bad."""
+        texts = _texts("stored_vectors", texts)
         if self._embedder is None or not texts:
             return [None] * len(texts)
         return list(row_bytes(self.embed(texts)))
@@ -217,3 +218,10 @@ def page_text(summary: str, texts: Sequence[str]) -> str:
     """The searchable text of an archived page: its summary, then the searchable text of each of
     its messages (the core's rule: ``memci._core.message_texts``), one per line."""
     return "\n".join(p for p in (summary, *texts) if p)
+
+
+def _texts(method: str, texts: object) -> list[str]:
+    """``texts`` if it is a list of strings, else :class:`~memci.InvalidOperationError`."""
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise InvalidOperationError(f"PageSearch.{method}: texts must be a list of str, got {repr_of(texts)}")
+    return texts

@@ -538,6 +538,8 @@ class JsonStore:
         """The stored pages among ``indices``, by index (absent ones left out), read under one lock
         (a store that can read many in one query overrides :meth:`_read_pages_text`). O(size of
         the pages)."""
+        if isinstance(indices, str | bytes | dict) or not isinstance(indices, Iterable):
+            raise StorageError(f"get_pages: indices must be an iterable of page indices, got {shown(indices)}", "page")
         wanted = [check_index(index) for index in indices]
         texts = self._locked(lambda: self._read_pages_text(wanted))
         return {index: decode_page(text, index, functools.partial(self._where, index)) for index, text in texts}
