@@ -10,13 +10,19 @@ Each LoCoMo conversation is fed into a default ``ContextSystem(max_context_token
   by any of the three; page-level R@1/5/10 of the tool (``k=10``) over the archive, and of each
   peer over every page's text: ``memci`` (``PageSearch``), ``bm25s`` and ``rank_bm25`` (their own
   tokenizers, English stop words for bm25s as its README does). A question counts as found at k
-  when any of its evidence pages is in the top k.
+  when any of its evidence pages is in the top k. The ``hybrid`` columns are the same for a
+  ``ContextSystem(embedder=StaticEmbedder.wordllama())`` fed the same way, in the same run (its
+  fusion the default); without the ``wordllama`` package they are left out.
+- ``fusion_sweep`` (untimed): the hybrid system's archive (each page's searchable text and the
+  vector the system stored for it) searched by ``PageSearch(embedder=..., fusion=..., weight=...)``
+  for each fusion and weight in ``SWEEP``, and by BM25 alone and cosine alone: R@1/5/10 and
+  one-step reach (window, contents page, or the top 5) over every question.
 - ``search_10k``: 100 LoCoMo questions searched (k=5) over 10,000 pages (LoCoMo's pages, cycled).
   Peers: ``memci`` (``PageSearch``, snippets included), ``bm25s`` (``retrieve``, scores only),
   ``rank_bm25`` (``BM25Okapi.get_scores`` and a top-5 pick).
 
-Needs ``MEMCI_LOCOMO`` (see ``locomo.py``); skipped without it. ``python benches/bench_reach.py``
-prints the reach table.
+Needs ``MEMCI_LOCOMO`` (see ``locomo.py``); skipped without it (``fusion_sweep`` also without
+``wordllama``). ``python benches/bench_reach.py`` prints the reach table and the sweep.
 """
 
 from __future__ import annotations
@@ -24,18 +30,27 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 import harness
 import locomo
 import memci
+import numpy as np
 import pytest
+from memci.context.embedding import Embedder, Vectors, row_bytes
+from memci.context.search import DEFAULT_FUSION, DEFAULT_WEIGHT, Fusion
 
 #: Pages in the timed search.
 SEARCH_PAGES = 10_000
 #: Questions per timed round.
 QUERIES = 100
+#: The fusions swept (``fusion_sweep``): the rule and its weight on the vector side.
+SWEEP: list[tuple[Fusion, float]] = [
+    *(("convex", w) for w in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)),
+    *(("rrf", w) for w in (0.1, 0.2, 0.3, 0.4, 0.5)),
+]
 _PAGE_LINE = re.compile(r"^\[page (\d+)\]", re.MULTILINE)
 _WORDS = re.compile(r"\w+")
 
@@ -101,25 +116,86 @@ def _hit(ranks: Sequence[int], evidence: frozenset[int], k: int) -> bool:
 
 
 @cache
+def _wordllama() -> Embedder | None:
+    """The small local model of the hybrid rows, or None without the ``wordllama`` package."""
+    if not _installed("wordllama"):
+        return None
+    from memci.embedders import StaticEmbedder
+
+    return StaticEmbedder.wordllama()
+
+
+class _Recorder:
+    """An embedder that keeps each text it was given and its vector, in order."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self.texts: list[str] = []
+        self.vectors: list[bytes] = []
+
+    def __call__(self, texts: list[str]) -> Vectors:
+        vectors = np.asarray(self.embedder(texts), dtype=np.float32)
+        self.texts += texts
+        self.vectors += row_bytes(vectors)
+        return vectors
+
+
+@dataclass(frozen=True, slots=True)
+class _Hybrid:
+    """A conversation fed into a system with an embedder: what the window and the contents page
+    showed once it was fed, and each archived page as the system indexed it (text and vector)."""
+
+    fed: locomo.Conversation
+    shown: dict[str, frozenset[int]]
+    archived: list[tuple[int, str, bytes]]
+
+
+def _shown(ctx: memci.ContextSystem) -> dict[str, frozenset[int]]:
+    """The pages in the window and on the contents page (read before any search counts a recall)."""
+    return {"window": frozenset(p.index for p in ctx.pages), "contents": frozenset(e.index for e in ctx.contents)}
+
+
+@cache
+def hybrid_feed() -> tuple[_Hybrid, ...]:
+    """Every LoCoMo conversation fed into ``ContextSystem(embedder=StaticEmbedder.wordllama())``."""
+    embedder = _wordllama()
+    if embedder is None:
+        pytest.skip("the hybrid rows need the wordllama package (extra static)")
+    out = []
+    for conversation, qa in locomo.samples():
+        recorder = _Recorder(embedder)
+        fed = locomo.feed(conversation, qa, embedder=recorder)
+        shown = _shown(fed.ctx)
+        # The fits archive the oldest pages first and embed them in that order, nothing else is embedded
+        # while feeding: the recorded texts are the archived pages', by ascending index.
+        archived = sorted(set(fed.page_texts) - shown["window"])
+        assert len(archived) == len(recorder.texts)
+        out.append(_Hybrid(fed, shown, list(zip(archived, recorder.texts, recorder.vectors, strict=True))))
+    return tuple(out)
+
+
+@cache
 def reach() -> dict[str, dict[str, float]]:
     """The reach table: one row per category and one for all, each column a share of questions."""
     rows: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
     peers = {name: make for name, make in RANKERS.items() if name == "memci" or _installed(name)}
-    for conv in locomo.feed_all():
-        ctx = conv.ctx
-        window = {p.index for p in ctx.pages}
-        contents = {e.index for e in ctx.contents}  # both read before any search counts a recall
+    hybrid = hybrid_feed() if _wordllama() is not None else ()
+    for n, conv in enumerate(locomo.feed_all()):
+        systems = {"": (conv.ctx, _shown(conv.ctx))}
+        if hybrid:
+            systems["hybrid "] = (hybrid[n].fed.ctx, hybrid[n].shown)
         questions = [q.text for q in conv.questions]
         ranked = {name: make(conv.page_texts)(questions, 10) for name, make in peers.items()}
         for i, q in enumerate(conv.questions):
-            tool = _tool_ranks(ctx, q.text, 10)
-            marks = {
-                "window": bool(window & q.evidence),
-                "contents": bool(contents & q.evidence),
-                "search_pages@5": _hit(tool, q.evidence, 5),
-            }
-            marks["reach"] = any(marks.values())
-            marks |= {f"tool R@{k}": _hit(tool, q.evidence, k) for k in (1, 5, 10)}
+            marks: dict[str, bool] = {}
+            for prefix, (ctx, shown) in systems.items():
+                tool = _tool_ranks(ctx, q.text, 10)
+                seen = {column: bool(pages & q.evidence) for column, pages in shown.items()}
+                if not prefix:  # the hybrid system's window and contents page are the same pages
+                    marks |= seen
+                marks[f"{prefix}search_pages@5"] = _hit(tool, q.evidence, 5)
+                marks[f"{prefix}reach"] = any(seen.values()) or marks[f"{prefix}search_pages@5"]
+                marks |= {f"{prefix}tool R@{k}": _hit(tool, q.evidence, k) for k in (1, 5, 10)}
             for name, ranks in ranked.items():
                 marks |= {f"{name} R@{k}": _hit(ranks[i], q.evidence, k) for k in (1, 5, 10)}
             for row in (locomo.CATEGORIES[q.category], "all"):
@@ -141,8 +217,32 @@ def _installed(module: str) -> bool:
     return True
 
 
+@cache
+def fusion_sweep() -> dict[str, dict[str, float]]:
+    """The sweep table: one row per ranking of the hybrid system's archive, over every question."""
+    embedder = _wordllama()
+    rankings: dict[str, Callable[[], memci.PageSearch]] = {"BM25 alone": memci.PageSearch}
+    for fusion, weight in SWEEP:
+        rankings[f"{fusion} w={weight}"] = lambda f=fusion, w=weight: memci.PageSearch(
+            embedder=embedder, fusion=f, weight=w
+        )
+    rankings["cosine alone"] = lambda: memci.PageSearch(embedder=embedder, fusion="convex", weight=1.0)
+    rows: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
+    for conv in hybrid_feed():
+        shown = conv.shown["window"] | conv.shown["contents"]
+        for name, make in rankings.items():
+            index = make()
+            index.extend(conv.archived)
+            for q in conv.fed.questions:
+                ranks = [hit.page_index for hit in index.search(q.text, 10)]
+                for k in (1, 5, 10):
+                    rows[name][f"R@{k}"].append(_hit(ranks, q.evidence, k))
+                rows[name]["reach"].append(bool(shown & q.evidence) or _hit(ranks, q.evidence, 5))
+    return {name: {c: sum(m) / len(m) for c, m in columns.items()} for name, columns in rows.items()}
+
+
 def table(rows: dict[str, dict[str, float]]) -> str:
-    columns = list(rows["all"])
+    columns = list(next(iter(rows.values())))
     lines = [" | ".join(["category", *columns]), " | ".join(["---"] * (len(columns) + 1))]
     for row, values in rows.items():
         lines.append(
@@ -159,6 +259,16 @@ def test_locomo_reach(benchmark: Any) -> None:
     print("\n" + table(rows))
     assert rows["all"]["questions"] > 0
     assert rows["all"]["reach"] >= rows["all"]["search_pages@5"]
+
+
+def test_fusion_sweep(benchmark: Any) -> None:
+    locomo.require()
+    rows = benchmark.pedantic(fusion_sweep, rounds=1, iterations=1)
+    benchmark.extra_info.update(workload="fusion_sweep", peer="memci", size="locomo", n=len(rows))
+    benchmark.extra_info["sweep"] = rows
+    print("\n" + table(rows))
+    # The sweep ranks the archive as the system's own search_pages does at the default fusion.
+    assert rows[f"{DEFAULT_FUSION} w={DEFAULT_WEIGHT}"]["R@5"] == reach()["all"]["hybrid tool R@5"]
 
 
 @cache
@@ -183,3 +293,5 @@ def test_search_10k(benchmark: Any, peer: str) -> None:
 
 if __name__ == "__main__":
     print(table(reach()))
+    if _wordllama() is not None:
+        print("\n" + table(fusion_sweep()))

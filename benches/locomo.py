@@ -116,6 +116,12 @@ def feed(conversation: dict[str, Any], qa: list[dict[str, Any]], **options: Any)
 
 
 @cache
+def samples() -> tuple[tuple[dict[str, Any], list[dict[str, Any]]], ...]:
+    """``(conversation, qa)`` of every LoCoMo sample (read once per run), or skip."""
+    return tuple(_samples(require()))
+
+
+@cache
 def feed_all() -> tuple[Conversation, ...]:
     """Every LoCoMo conversation fed (once per run), or skip."""
-    return tuple(feed(conversation, qa) for conversation, qa in _samples(require()))
+    return tuple(feed(conversation, qa) for conversation, qa in samples())

@@ -38,8 +38,8 @@ _MAX_INDEX = 2**64 - 1
 #: The fusion rules: reciprocal-rank fusion, or a convex combination of min-max normalised scores.
 Fusion = Literal["rrf", "convex"]
 #: The default fusion and its weight on the vector side (measured: ``docs/storage.md``, "Hybrid search").
-DEFAULT_FUSION: Fusion = "rrf"
-DEFAULT_WEIGHT = 0.5
+DEFAULT_FUSION: Fusion = "convex"
+DEFAULT_WEIGHT = 0.3
 #: How many of the best pages by BM25 and by cosine are fused (each side), at least ``k``.
 FUSION_DEPTH = 100
 
