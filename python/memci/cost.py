@@ -127,8 +127,8 @@ def measure(
     if not isinstance(prices, Prices):
         raise InvalidOperationError(f"measure: prices must be a memci.cost.Prices, got {type(prices).__name__}")
     for name, value in (("tool_tokens", tool_tokens), ("min_cached", min_cached)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidOperationError(f"measure: {name} must be an int >= 0, got {repr_of(value)}")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
+            raise InvalidOperationError(f"measure: {name} must be an int from 0 to 2**53 - 1, got {repr_of(value)}")
     if isinstance(requests, str | Mapping) or not isinstance(requests, Sequence):
         raise InvalidOperationError(f"measure: requests must be a list of message lists, got {type(requests).__name__}")
     out: list[RequestCost] = []
