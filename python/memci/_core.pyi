@@ -55,9 +55,15 @@ class MessageStore:
     # ---- writes -------------------------------------------------------------------------------
     def append(self, messages: _Message | Sequence[_Message]) -> None:
         """APPEND: no new batch. O(k) for k messages."""
-    def execute(self, op: _StoreOperation, counter: Callable[[_Message], int] | None = None) -> _Stats:
+    def execute(
+        self,
+        op: _StoreOperation,
+        counter: Callable[[_Message], int] | None = None,
+        splitter: Callable[[str], list[str]] | None = None,
+    ) -> _Stats:
         """Run a ``memci.ops`` config (all but ``Sanitize``), read from its fields; ``counter``
-        counts for ``TrimToTokens``. The stats after it, read under the same lock."""
+        counts for ``TrimToTokens`` and ``splitter`` cuts its partial message's text into pieces.
+        The stats after it, read under the same lock."""
     def set_tool_description(self, message: _Message) -> None:
         """Store the tool description and make it visible after the leading system messages."""
     def mark(self, index: int, tag: str) -> None:
