@@ -152,6 +152,7 @@ GOOD: dict[str, st.SearchStrategy[Any]] = {
     "message": st.sampled_from(MESSAGES),
     "messages": st.lists(st.sampled_from(MESSAGES), max_size=3),
     "counter": st.sampled_from([None, tokens.approximate, one_token]),
+    "text_splitter": st.sampled_from([None, list, str.splitlines]),
     "range": st.sampled_from([(0, 1), [1, 3], {"start": 0, "end": 2}]),
     "op": st.sampled_from([ops.Truncate(keep_last=2), {"operation": "clear"}, {"operation": "CHECKPOINT"}]),
     "key": st.integers(-6, 6) | st.builds(slice, st.integers(-6, 6) | st.none(), st.integers(-6, 6) | st.none()),
@@ -279,7 +280,7 @@ ARRAY_METHODS: dict[str, dict[str, str]] = {
     "stats": {},
     "to_json": {},
     "token_count": {"encoding": "encoding", "counter": "counter", "thinking": "thinking"},
-    "trim_to_tokens": {**TRIM_KINDS, "counter": "counter"},
+    "trim_to_tokens": {**TRIM_KINDS, "counter": "counter", "text_splitter": "text_splitter"},
     "truncate": TRUNCATE_KINDS,
     "validate": {},
 }

@@ -5,6 +5,7 @@ the result is a new batch, and on histories without tool calls the result is Lan
 from __future__ import annotations
 
 import json
+import re
 import threading
 from typing import Any
 
@@ -454,4 +455,132 @@ def test_bad_low_water_raises_and_changes_nothing(kwargs: dict[str, Any], match:
     with pytest.raises(InvalidOperationError, match=match):
         arr.trim_to_tokens(10, **kwargs)
     assert arr.messages() == dialogue(3)
+    assert arr.batch_index == 0
+
+
+# ---- allow_partial with a text splitter ----------------------------------------------------------
+
+SPLITTERS: dict[str, Any] = {
+    "characters": list,
+    "words": lambda text: re.split(r"(?<= )", text),
+    "lines": lambda text: text.splitlines(keepends=True) or [text],
+}
+
+
+def characters(message: Message) -> int:
+    """A counter of the characters of a message's string content: monotone in the text kept."""
+    content = message["content"]
+    return len(content) if isinstance(content, str) else 0
+
+
+def reference_cut(text: str, split: Any, room: int, count: Any, last: bool) -> str | None:
+    """The splitter cut by hand: the most whole pieces from the near end whose text fits ``room``."""
+    pieces = split(text)[::-1] if last else split(text)
+
+    def joined(k: int) -> str:
+        return "".join(reversed(pieces[:k])) if last else "".join(pieces[:k])
+
+    k = 0
+    while k < len(pieces) and count(joined(k + 1)) <= room:
+        k += 1
+    return joined(k) if k else None
+
+
+texts = st.lists(st.sampled_from(["alpha", "beta", "天气", "🙂", " ", "\n", "x" * 12]), min_size=1, max_size=30).map(
+    "".join
+)
+#: One long message to cut: its text, the strategy and the splitter's name in SPLITTERS.
+cuts = {"text": texts, "strategy": st.sampled_from(["last", "first"]), "splitter": st.sampled_from(sorted(SPLITTERS))}
+
+
+@given(budget=st.integers(0, 200), **cuts)
+def test_a_text_splitter_keeps_the_most_pieces_that_fit_from_the_near_end(
+    text: str, budget: int, strategy: str, splitter: str
+) -> None:
+    split = SPLITTERS[splitter]
+    arr = MessageArray([user(text)])
+    arr.trim_to_tokens(
+        budget, strategy=strategy, start_on=None, allow_partial=True, counter=characters, text_splitter=split
+    )
+    expected = text if len(text) <= budget else reference_cut(text, split, budget, len, strategy == "last")
+    assert arr.messages() == ([] if expected is None else [user(expected)])
+
+
+@given(budget=st.integers(0, 60), **cuts)
+def test_a_text_splitter_cut_counted_in_an_encoding_fits_and_one_more_piece_would_not(
+    text: str, budget: int, strategy: str, splitter: str
+) -> None:
+    split = SPLITTERS[splitter]
+    arr = MessageArray([user(text)])
+    arr.trim_to_tokens(budget, strategy=strategy, start_on=None, allow_partial=True, text_splitter=split)
+    kept = arr.messages()
+    if kept == [user(text)]:
+        return
+    pieces = split(text)[::-1] if strategy == "last" else split(text)
+
+    def joined(k: int) -> str:
+        return "".join(pieces[:k][::-1] if strategy == "last" else pieces[:k])
+
+    k = 0
+    if kept:
+        assert arr.token_count() <= budget
+        # The cut is whole pieces from the near end (else StopIteration fails the test).
+        k = next(k for k in range(1, len(pieces) + 1) if joined(k) == kept[0]["content"])
+    if k < len(pieces):
+        assert MessageArray([user(joined(k + 1))]).token_count() > budget
+
+
+def test_langchains_splitter_tests_keep_what_langchain_keeps() -> None:
+    text = "This is a funky text."
+    arr = MessageArray([user(text)])
+    arr.trim_to_tokens(2, strategy="first", allow_partial=True, counter=characters, text_splitter=list)
+    assert contents(arr.messages()) == ["Th"]
+    arr.rollback(0)
+    arr.trim_to_tokens(2, start_on=None, allow_partial=True, counter=characters, text_splitter=list)
+    assert contents(arr.messages()) == ["t."]
+
+
+def test_a_splitter_cut_is_one_batch_that_rollback_undoes() -> None:
+    history = [system("be brief"), user("question"), assistant("one two three four five six")]
+    arr = MessageArray(history)
+    budget = tokens.count_messages([system("be brief"), assistant("five six")])
+    arr.trim_to_tokens(budget, start_on=None, allow_partial=True, text_splitter=SPLITTERS["words"])
+    assert arr.messages() == [system("be brief"), assistant("five six")]
+    assert arr.batch_index == 1
+    arr.rollback(0)
+    assert arr.messages() == history
+
+
+def test_a_splitter_may_read_the_array_it_cuts() -> None:
+    arr = MessageArray([user("a b c d e f g h")])
+    seen: list[int] = []
+
+    def split(text: str) -> list[str]:
+        seen.append(len(arr.messages()))
+        return list(text)
+
+    arr.trim_to_tokens(arr.token_count() - 2, start_on=None, allow_partial=True, text_splitter=split)
+    assert seen == [1]
+    assert contents(arr.messages())[0] != "a b c d e f g h"
+
+
+@pytest.mark.parametrize("counter", [None, characters])
+@pytest.mark.parametrize(
+    ("splitter", "allow_partial", "match"),
+    [
+        (lambda text: text, True, "must return a list of str, got 'a b c"),
+        (lambda text: [text, 3], True, "must return a list of str"),
+        (lambda text: text.split(" "), True, "must join back to the text"),
+        ("split", True, "text_splitter must be a function"),
+        (list, False, "takes allow_partial=True"),
+    ],
+)
+def test_a_bad_text_splitter_raises_and_changes_nothing(
+    counter: Any, splitter: Any, allow_partial: bool, match: str
+) -> None:
+    history = [user("a b c d e f g h i j")]
+    arr = MessageArray(history)
+    with pytest.raises(InvalidOperationError, match=match):
+        arr.trim_to_tokens(5, start_on=None, allow_partial=allow_partial, counter=counter, text_splitter=splitter)
+    assert arr.messages() == history
     assert arr.batch_index == 0

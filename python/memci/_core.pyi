@@ -67,9 +67,15 @@ class MessageStore:
     # ---- writes -------------------------------------------------------------------------------
     def append(self, messages: _Message | Sequence[_Message]) -> None:
         """APPEND: no new batch. O(k) for k messages."""
-    def execute(self, op: _StoreOperation, counter: Callable[[_Message], int] | None = None) -> _Stats:
+    def execute(
+        self,
+        op: _StoreOperation,
+        counter: Callable[[_Message], int] | None = None,
+        splitter: Callable[[str], list[str]] | None = None,
+    ) -> _Stats:
         """Run a ``memci.ops`` config (all but ``Sanitize``), read from its fields; ``counter``
-        counts for ``TrimToTokens``. The stats after it, read under the same lock."""
+        counts for ``TrimToTokens`` and ``splitter`` cuts its partial message's text into pieces.
+        The stats after it, read under the same lock."""
     def edit(self, op: ClearToolUses | ClearThinking) -> tuple[_Stats, tuple[int, int, int]]:
         """Run a context edit, planned and applied with the GIL released: the stats after it and
         ``(cleared_tool_uses, cleared_thinking_turns, cleared_input_tokens)``."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import numbers
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, SupportsFloat, cast, overload
 
 from memci import _core, ops, tokens
@@ -30,6 +30,8 @@ Message = ops.Message
 #: A bound of :meth:`MessageArray.between`: epoch seconds, a ``datetime`` (naive: local time) or
 #: ``None`` (unbounded).
 TimeBound = float | dt.datetime | None
+#: ``trim_to_tokens``' ``text_splitter``: a message's text to pieces that join back to it.
+TextSplitter = Callable[[str], list[str]]
 
 
 class MessageArray:
@@ -143,9 +145,12 @@ class MessageArray:
         config = op if isinstance(op, ops.CONFIGS) else ops.parse(op)  # type: ignore[arg-type]  # parse rejects non-dicts
         return self._run(config)
 
-    def _run(self, config: ops.Operation, counter: tokens.Counter | None = None) -> OperationResult:
-        """Run a checked config (``counter``: trim_to_tokens' callable, which no config carries):
-        the store reads the config's fields itself (``memci._core.MessageStore.execute``)."""
+    def _run(
+        self, config: ops.Operation, counter: tokens.Counter | None = None, splitter: TextSplitter | None = None
+    ) -> OperationResult:
+        """Run a checked config (``counter``, ``splitter``: trim_to_tokens' callables, which no
+        config carries): the store reads the config's fields itself
+        (``memci._core.MessageStore.execute``)."""
         if isinstance(config, ops.Sanitize):
             sanitize_store(self._store)
             stats = self.stats()
@@ -162,7 +167,7 @@ class MessageArray:
                 tokens_cleared,
             )
         else:
-            stats = Stats(*self._store.execute(config, counter))
+            stats = Stats(*self._store.execute(config, counter, splitter))
         return OperationResult(config.name, stats.current_batch_index, stats.current_batch_messages, stats)
 
     # ---- context edits (docs/context-edits.md) --------------------------------------------------
@@ -369,6 +374,7 @@ class MessageArray:
         thinking: str = tokens.DEFAULT_THINKING,
         low_water: float | None = None,
         counter: tokens.Counter | None = None,
+        text_splitter: TextSplitter | None = None,
     ) -> OperationResult:
         """Keep the last (``strategy="last"``) or first messages that fit ``max_tokens``, as a new
         batch: LangChain's ``trim_messages`` where they overlap, except that an assistant message
@@ -376,7 +382,9 @@ class MessageArray:
         keeps the leading system/developer messages (whatever they cost); ``start_on`` (last only)
         and ``end_on`` name the roles the kept messages must start and end on (whole units are
         dropped until they do); ``allow_partial`` cuts the message at the boundary to its last (or
-        first) lines that fit; ``thinking`` is the rule for earlier turns' thinking, as in
+        first) lines that fit, or with ``text_splitter`` (a function of the message's text to a
+        list of str that join back to it, LangChain's ``text_splitter``) its last (or first)
+        pieces that fit, joined, counted exactly; ``thinking`` is the rule for earlier turns' thinking, as in
         :meth:`token_count`. With an encoding the result's ``token_count(encoding,
         thinking=thinking)`` is at most ``max_tokens`` (unless the system messages alone exceed
         it); with ``counter`` (any callable) the sum of its counts is. O(k) for k messages looked
@@ -397,7 +405,8 @@ class MessageArray:
         config = ops.TrimToTokens(
             max_tokens, strategy, keep_system, start_on, end_on, allow_partial, encoding, thinking, low_water
         )
-        return self._run(config, counter)
+        splitter = None if text_splitter is None else _checked_splitter(text_splitter, allow_partial)
+        return self._run(config, counter, splitter)
 
     @property
     def usage(self) -> TokenUsage:
@@ -442,6 +451,33 @@ class MessageArray:
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle through :meth:`to_json`: no Python object is pickled."""
         return (_restore, (type(self), self.to_json()))
+
+
+def _checked_splitter(text_splitter: object, allow_partial: bool) -> TextSplitter:
+    """``text_splitter`` wrapped so that what it returns is checked: a list of str that join back
+    to the text it was given (else ``InvalidOperationError``, raised before anything changes)."""
+    if not callable(text_splitter):
+        raise InvalidOperationError(
+            f"trim_to_tokens: text_splitter must be a function of a str to a list of str, got {repr_of(text_splitter)}"
+        )
+    if not allow_partial:
+        raise InvalidOperationError("trim_to_tokens: text_splitter cuts a message to fit: it takes allow_partial=True")
+    split = cast("TextSplitter", text_splitter)
+
+    def checked(text: str) -> list[str]:
+        pieces = split(text)
+        if not isinstance(pieces, list) or not all(isinstance(piece, str) for piece in pieces):
+            raise InvalidOperationError(
+                f"trim_to_tokens: text_splitter must return a list of str, got {repr_of(pieces)} for {shown(text)}"
+            )
+        if "".join(pieces) != text:
+            raise InvalidOperationError(
+                f"trim_to_tokens: text_splitter's pieces must join back to the text, got {repr_of(pieces)} "
+                f"for {shown(text)} (keep the separators on the pieces)"
+            )
+        return pieces
+
+    return checked
 
 
 def _restore(cls: type[MessageArray], text: str) -> MessageArray:

@@ -33,7 +33,7 @@ REVIEWED = HERE / "reviewed.toml"
 SIDE_VARIABLE = "MEMCI_PEER_SIDE"
 """The environment variable the swap plugins read: ``native``, ``noop`` or ``memci``."""
 
-REASON_KINDS = ("internals: ", "noop: ", "unmapped: ")
+REASON_KINDS = ("internals: ", "noop: ")
 """What a reason in ``reviewed.toml`` begins with (the file's header says what each means)."""
 
 SUITE_TIMEOUT = 1800

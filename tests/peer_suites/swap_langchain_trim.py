@@ -4,9 +4,9 @@ in the suite, through the mapping of ``docs/migrating/langchain.md``.
 ``include_system`` is ``keep_system``; ``strategy``, ``start_on``, ``end_on`` and ``allow_partial``
 keep their names; ``token_counter`` (a function of a message list, a chat model, or
 ``"approximate"``) becomes ``counter=``, a function of one message dict, counting that message
-alone; called without messages it is a ``RunnableLambda``, as LangChain's. memci takes no
-``text_splitter`` (the guide maps it to none): a call giving one raises ``TypeError``. ``noop``
-binds a function that calls LangChain's own.
+alone; ``text_splitter`` (a function, or a LangChain ``TextSplitter``: its ``split_text``) is
+passed through when ``allow_partial`` (LangChain ignores it otherwise); called without messages it
+is a ``RunnableLambda``, as LangChain's. ``noop`` binds a function that calls LangChain's own.
 """
 
 from __future__ import annotations
@@ -66,8 +66,6 @@ def memci_trim(
     }
     if messages is None:
         return RunnableLambda(lambda given: memci_trim(given, **options))
-    if text_splitter is not None:
-        raise TypeError("memci's trim_to_tokens takes no text_splitter (docs/migrating/langchain.md)")
     array = memci.MessageArray(from_langchain(convert_to_messages(messages)))
     array.trim_to_tokens(
         max_tokens,
@@ -77,6 +75,7 @@ def memci_trim(
         end_on=end_on,
         allow_partial=allow_partial,
         counter=message_counter(token_counter),
+        text_splitter=getattr(text_splitter, "split_text", text_splitter) if allow_partial else None,
     )
     trimmed: list[BaseMessage] = to_langchain(array.messages())
     return trimmed

@@ -449,14 +449,17 @@ fn largest<E>(n: usize, fits: &mut dyn FnMut(usize) -> Result<bool, E>) -> Resul
 
 /// Cut `message` to fit `room` tokens, as LangChain's `allow_partial` does: a list of blocks
 /// loses blocks from the far end (the start for `Last`) while that is enough; otherwise the text
-/// (the string content, or the one block left) keeps as many whole lines from the near end as
-/// fit. Returns the new message, or `None` when nothing fits. Unlike LangChain, which counts the
-/// kept lines in reverse order while searching for `Last`, the text counted is the text kept.
+/// (the string content, or the one block left) is cut into pieces by `split` (the pieces must
+/// join back to the text; [`lines`] by default) and keeps as many whole pieces from the near end
+/// as fit, joined. Returns the new message, or `None` when nothing fits. Unlike LangChain, which
+/// counts the kept pieces in reverse order while searching for `Last`, the text counted is the
+/// text kept.
 pub fn partial<E>(
     message: ValueRef<'_>,
     room: u64,
     strategy: Strategy,
     count: &mut dyn FnMut(ValueRef<'_>) -> Result<u64, E>,
+    split: &mut dyn FnMut(&str) -> Result<Vec<String>, E>,
 ) -> Result<Option<Vec<u8>>, E> {
     let last = strategy == Strategy::Last;
     let mut fits = |bytes: &[u8]| -> Result<bool, E> { Ok(count(ValueRef::new(bytes))? <= room) };
@@ -490,13 +493,13 @@ pub fn partial<E>(
     let Some(text) = text.filter(|t| !t.is_empty()) else {
         return Ok(None);
     };
-    let mut pieces = lines(text);
+    let mut pieces = split(text)?;
     if last {
         pieces.reverse();
     }
     let joined = |k: usize| -> String {
         if last {
-            pieces[..k].iter().rev().copied().collect()
+            pieces[..k].iter().rev().map(String::as_str).collect()
         } else {
             pieces[..k].concat()
         }
@@ -505,13 +508,18 @@ pub fn partial<E>(
     Ok((k > 0).then(|| text_message(message, &joined(k))))
 }
 
+/// [`lines`] as `partial`'s default splitter.
+pub fn by_lines<E>(text: &str) -> Result<Vec<String>, E> {
+    Ok(lines(text).into_iter().map(str::to_owned).collect())
+}
+
 /// The candidate of `selection` (planned on `visible`) cut to fit, counted exactly in the budget's
 /// encoding; `None` when there is no candidate or nothing of it fits.
 pub fn exact_cut(arena: &Arena, visible: &CowVec<NodeId>, selection: &Selection, budget: &Budget) -> Option<Vec<u8>> {
     let (pos, room) = selection.candidate?;
     let encoding = budget.encoding;
     let exact = &mut |m: ValueRef<'_>| Ok::<u64, Infallible>(encoding.count_message(m));
-    match partial(arena.message(visible[pos]), room, budget.strategy, exact) {
+    match partial(arena.message(visible[pos]), room, budget.strategy, exact, &mut by_lines) {
         Ok(cut) => cut,
         Err(never) => match never {},
     }
@@ -797,14 +805,23 @@ mod tests {
             Ok(v.field("content").and_then(ValueRef::as_str).map_or(0, str::len) as u64)
         };
         assert_eq!(
-            content(partial(m, 9, Strategy::Last, &mut chars).unwrap()).as_deref(),
+            content(partial(m, 9, Strategy::Last, &mut chars, &mut by_lines).unwrap()).as_deref(),
             Some("two\nthree")
         );
         assert_eq!(
-            content(partial(m, 8, Strategy::First, &mut chars).unwrap()).as_deref(),
+            content(partial(m, 8, Strategy::First, &mut chars, &mut by_lines).unwrap()).as_deref(),
             Some("one\ntwo\n")
         );
-        assert_eq!(partial(m, 2, Strategy::First, &mut chars).unwrap(), None);
+        assert_eq!(partial(m, 2, Strategy::First, &mut chars, &mut by_lines).unwrap(), None);
+        let mut by_chars = |t: &str| -> Result<Vec<String>, ()> { Ok(t.chars().map(String::from).collect()) };
+        assert_eq!(
+            content(partial(m, 5, Strategy::Last, &mut chars, &mut by_chars).unwrap()).as_deref(),
+            Some("three")
+        );
+        assert_eq!(
+            content(partial(m, 5, Strategy::First, &mut chars, &mut by_chars).unwrap()).as_deref(),
+            Some("one\nt")
+        );
         assert_eq!(lines("a\n"), ["a\n", ""]);
         assert_eq!(lines(""), [""]);
     }

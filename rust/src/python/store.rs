@@ -100,13 +100,20 @@ impl MessageStore {
     }
 
     /// Run a `memci.ops` config (all but `Sanitize`): its fields are read and checked before
-    /// the lock is taken; `counter` is TRIM TO TOKENS' Python counter. The stats after it, read
-    /// under the same lock.
-    #[pyo3(signature = (op, counter = None))]
-    fn execute(&self, py: Python<'_>, op: &Bound<'_, PyAny>, counter: Option<&Bound<'_, PyAny>>) -> PyResult<Stats> {
+    /// the lock is taken; `counter` is TRIM TO TOKENS' Python counter and `splitter` its text
+    /// splitter (a function of a str to a list of str joining back to it). The stats after it,
+    /// read under the same lock.
+    #[pyo3(signature = (op, counter = None, splitter = None))]
+    fn execute(
+        &self,
+        py: Python<'_>,
+        op: &Bound<'_, PyAny>,
+        counter: Option<&Bound<'_, PyAny>>,
+        splitter: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Stats> {
         let Described { operation, description } = Described::of(op)?;
-        if counter.is_some() && !matches!(operation, Operation::TrimToTokens(_)) {
-            return Err(Error::InvalidOperation("a counter is given only to trim_to_tokens".into()).into());
+        if (counter.is_some() || splitter.is_some()) && !matches!(operation, Operation::TrimToTokens(_)) {
+            return Err(Error::InvalidOperation("a counter or splitter is given only to trim_to_tokens".into()).into());
         }
         match operation {
             Operation::Append(messages) => self.write(py).append(&messages),
@@ -122,7 +129,15 @@ impl MessageStore {
             }
             Operation::TrimToTokens(budget) => {
                 let thinking: Thinking = named(&op.getattr("thinking")?, "trim_to_tokens: thinking")?;
-                crate::python::trim::trim_to_tokens(&self.inner, py, &budget, thinking, description, counter)?;
+                crate::python::trim::trim_to_tokens(
+                    &self.inner,
+                    py,
+                    &budget,
+                    thinking,
+                    description,
+                    counter,
+                    splitter,
+                )?;
             }
         }
         Ok(stats(&self.read(py)))

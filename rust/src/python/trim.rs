@@ -3,6 +3,8 @@
 //! locked (it may use the array itself): the messages are read, counted as they are sent (an
 //! earlier turn's without its thinking, as the encoding path counts them), the trim planned, and
 //! applied only if the visible list is still the one planned on (otherwise it starts over).
+//! A Python `splitter` (`trim_to_tokens(allow_partial=True, text_splitter=...)`) cuts the one
+//! message cut to fit: it too runs with the store unlocked, between the plan and its application.
 
 use parking_lot::RwLock;
 use pyo3::prelude::*;
@@ -11,7 +13,7 @@ use pyo3::types::{PyDict, PyInt, PyList, PyString};
 use crate::core::config::{Budget, Strategy};
 use crate::core::error::Error;
 use crate::core::store::Store;
-use crate::core::trim::{kept_end, partial, plan};
+use crate::core::trim::{by_lines, kept_end, partial, plan};
 use crate::core::turns::Thinking;
 use crate::core::value::ValueRef;
 use crate::python::convert::to_py;
@@ -76,8 +78,21 @@ fn is(value: &Bound<'_, PyAny>, names: &[&str]) -> bool {
         .unwrap_or(false)
 }
 
+/// `splitter(text)`: a list of str (the Python side checks they join back to `text`).
+fn call_splitter(splitter: &Bound<'_, PyAny>, text: &str) -> PyResult<Vec<String>> {
+    splitter.call1((text,))?.extract()
+}
+
+/// `partial`'s splitter: `splitter` when given, else whole lines.
+fn split_with<'a>(splitter: Option<&'a Bound<'_, PyAny>>) -> impl FnMut(&str) -> PyResult<Vec<String>> + 'a {
+    move |text| match splitter {
+        Some(splitter) => call_splitter(splitter, text),
+        None => by_lines(text),
+    }
+}
+
 /// TRIM TO TOKENS on the store behind `store`: counted in `budget.encoding` (under one lock,
-/// the GIL released), or by `counter`.
+/// the GIL released), or by `counter`; the message cut to fit is cut by `splitter` if given.
 pub fn trim_to_tokens(
     store: &RwLock<Store>,
     py: Python<'_>,
@@ -85,10 +100,14 @@ pub fn trim_to_tokens(
     thinking: Thinking,
     description: String,
     counter: Option<&Bound<'_, PyAny>>,
+    splitter: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     let Some(counter) = counter else {
-        py.detach(|| store.write().trim_to_tokens(budget, thinking, description));
-        return Ok(());
+        let Some(splitter) = splitter else {
+            py.detach(|| store.write().trim_to_tokens(budget, thinking, description));
+            return Ok(());
+        };
+        return split_in_encoding(store, py, budget, thinking, description, splitter);
     };
     let strategy = budget.strategy;
     for _ in 0..ATTEMPTS {
@@ -123,17 +142,64 @@ pub fn trim_to_tokens(
             (selection, bytes)
         };
         let cut = match (candidate, selection.candidate) {
-            (Some(bytes), Some((pos, room))) => partial(ValueRef::new(&bytes), room, strategy, &mut |m| {
-                call_counter(counter, to_py(py, m)?, &|| format!("a cut of message {pos}"))
-            })?,
+            (Some(bytes), Some((pos, room))) => partial(
+                ValueRef::new(&bytes),
+                room,
+                strategy,
+                &mut |m| call_counter(counter, to_py(py, m)?, &|| format!("a cut of message {pos}")),
+                &mut split_with(splitter),
+            )?,
             _ => None,
         };
         if lock::write(py, store).apply_trim(&visible, &selection, cut, budget, description.clone()) {
             return Ok(());
         }
     }
-    Err(Error::InvalidOperation(format!(
-        "trim_to_tokens: the array changed while the counter ran, {ATTEMPTS} times in a row"
+    Err(changed_under("counter"))
+}
+
+/// TRIM TO TOKENS counted in `budget.encoding`, the candidate cut by `splitter`: planned under
+/// the lock (the cached counts), cut with the store unlocked (the splitter is Python code that may
+/// read the array), applied if the visible list is still the one planned on.
+fn split_in_encoding(
+    store: &RwLock<Store>,
+    py: Python<'_>,
+    budget: &Budget,
+    thinking: Thinking,
+    description: String,
+    splitter: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let encoding = budget.encoding;
+    for _ in 0..ATTEMPTS {
+        let (visible, selection, candidate) = {
+            let mut s = lock::write(py, store);
+            let (visible, selection) = s.plan_trim(budget, thinking);
+            let bytes = selection
+                .candidate
+                .map(|(pos, _)| s.arena().message(visible[pos]).bytes().to_vec());
+            (visible, selection, bytes)
+        };
+        let cut = match (candidate, selection.candidate) {
+            (Some(bytes), Some((_, room))) => partial(
+                ValueRef::new(&bytes),
+                room,
+                budget.strategy,
+                &mut |m| Ok(encoding.count_message(m)),
+                &mut split_with(Some(splitter)),
+            )?,
+            _ => None,
+        };
+        if lock::write(py, store).apply_trim(&visible, &selection, cut, budget, description.clone()) {
+            return Ok(());
+        }
+    }
+    Err(changed_under("text splitter"))
+}
+
+/// The error of a trim whose array kept changing while `what` (Python code) ran.
+fn changed_under(what: &str) -> PyErr {
+    Error::InvalidOperation(format!(
+        "trim_to_tokens: the array changed while the {what} ran, {ATTEMPTS} times in a row"
     ))
-    .into())
+    .into()
 }

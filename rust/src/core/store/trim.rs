@@ -26,6 +26,14 @@ impl Store {
     /// known before it is chosen), which can only under-fill the budget. A new batch. O(k) for k
     /// messages looked at, once counted.
     pub fn trim_to_tokens(&mut self, budget: &Budget, thinking: Thinking, description: String) {
+        let (visible, selection) = self.plan_trim(budget, thinking);
+        let cut = exact_cut(&self.arena, &visible, &selection, budget);
+        self.apply_trim(&visible, &selection, cut, budget, description);
+    }
+
+    /// The plan of [`Store::trim_to_tokens`] over the visible list (returned with it), for a
+    /// caller that cuts the candidate itself, then applies the plan ([`Store::apply_trim`]).
+    pub fn plan_trim(&mut self, budget: &Budget, thinking: Thinking) -> (CowVec<NodeId>, Selection) {
         let encoding = budget.encoding;
         let visible = self.view.visible.clone();
         let len = visible.len();
@@ -59,8 +67,7 @@ impl Store {
             },
             &mut |_| 0,
         );
-        let cut = exact_cut(&self.arena, &visible, &selection, budget);
-        self.apply_trim(&visible, &selection, cut, budget, description);
+        (visible, selection)
     }
 
     /// TRIM counting each message only when the plan looks at it (the kept messages, and of the
