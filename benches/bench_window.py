@@ -12,9 +12,11 @@ same window of n messages (``generator.interactions``, every page active):
   fresh ``memci.tokens.count_messages`` of what it built (the old plan counted the assembled
   window again on every call).
 - ``budget-archive``: with ``max_context_tokens`` one token under the window and its tool
-  definitions: each call archives the oldest pages that make it fit (one or two: the page's
-  contents entry costs tokens too; summary, contents entry, search index, O(1) unlink) and builds
-  the rest. Setup (untimed) makes a fresh system for each call, its counts taken.
+  definitions, with the seed's exact fit (``cache_stable=False``; a cache-stable cut archives
+  down to its low-water mark in one step, ``bench_cost.py``): each call archives the oldest pages
+  that make it fit (one or two: the page's contents entry costs tokens too; summary, contents
+  entry, search index, O(1) unlink) and builds the rest. Setup (untimed) makes a fresh system for
+  each call, its counts taken.
 
 The sanitizer runs in every case, as ``build_messages`` runs it by default. Each system has built
 its messages once before it is timed: an agent builds every turn, so the window's counts are held
@@ -45,9 +47,12 @@ def _messages(size: str) -> tuple[Message, ...]:
     ]
 
 
-def _system(size: str, max_context_tokens: int | None = None) -> memci.ContextSystem:
+def _system(size: str, max_context_tokens: int | None = None, cache_stable: bool | None = None) -> memci.ContextSystem:
     ctx = memci.ContextSystem(
-        "You are a careful coding agent.", active_pages=10**6, max_context_tokens=max_context_tokens
+        "You are a careful coding agent.",
+        active_pages=10**6,
+        max_context_tokens=max_context_tokens,
+        cache_stable=cache_stable,
     )
     ctx.extend(_messages(size))
     return ctx
@@ -73,7 +78,9 @@ def test_window_budget(benchmark: Any, peer: str, size: str) -> None:
     if peer == "budget-archive":
         pages = len(_system(size).pages)
         sent = harness.measure(
-            benchmark, lambda ctx: (ctx.build_messages(), ctx), lambda: ((_warm(_system(size, tokens - 1)),), {})
+            benchmark,
+            lambda ctx: (ctx.build_messages(), ctx),
+            lambda: ((_warm(_system(size, tokens - 1, cache_stable=False)),), {}),
         )
         _, ctx = sent
         assert 1 <= pages - len(ctx.pages) <= 2, "the oldest page (and at most one more) archived"
