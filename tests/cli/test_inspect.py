@@ -83,6 +83,15 @@ def test_it_shows_the_state_contents_dropped_and_active_pages(db: Path) -> None:
     assert "the open page's question" in text
 
 
+def test_it_shows_dropped_entries_written_as_rows(tmp_path: Path) -> None:
+    with SqliteStorage(tmp_path / "memci.db") as store:
+        store.save_state({**STATE, "dropped": "2,0,5,5,15,unrecalled;3,1,9,6,17,lru"})
+    _, text = shown(tmp_path / "memci.db")
+    assert "Dropped from the contents page: 2" in text
+    assert "unrecalled" in text
+    assert "lru" in text
+
+
 def test_it_lists_the_most_recent_stored_pages(db: Path) -> None:
     _, text = shown(db, limit=3)
     assert "Stored pages: 8 (the last 3" in text

@@ -12,7 +12,7 @@ import pytest
 from context_helpers import DictStorage, FixedSummarizer, assistant, interaction, make, run_rounds, user, words
 from hypothesis import given
 from hypothesis import strategies as st
-from memci.context.state import SavedState
+from memci.context.state import SavedState, dropped_records
 
 
 def busy(storage: memci.Storage | None = None) -> memci.ContextSystem:
@@ -79,7 +79,53 @@ def test_a_saved_state_reads_back_as_the_dict_it_was_written_as():
     assert saved.to_dict() == state
     assert [index for index, _ in saved.pages] == [8, 9]
     assert all(isinstance(e, memci.ContentsEntry) for e in saved.contents)
-    assert [d.rule for d in saved.dropped] == [d["rule"] for d in state["dropped"]]
+    assert [d.rule for d in saved.dropped] == [d["rule"] for d in dropped_records(state["dropped"])]
+
+
+def test_dropped_entries_are_written_as_one_string_of_rows_and_read_back_exactly():
+    ctx = busy()
+    state = ctx.state()
+    assert isinstance(state["dropped"], str)
+    rows = dropped_records(state["dropped"])
+    assert [int(r["index"]) for r in rows] == [d.index for d in ctx.dropped]
+    assert rows == [{k: str(v) for k, v in d.to_dict().items()} for d in ctx.dropped]
+    assert SavedState.from_dict(copy.deepcopy(state)).dropped == tuple(ctx.dropped)
+
+
+def test_dropped_entries_saved_as_a_list_of_dicts_still_load_and_are_saved_as_rows():
+    ctx = busy()
+    ctx.save()
+    state = copy.deepcopy(ctx.storage.load_state())
+    assert state is not None
+    text = state["dropped"]
+    _as_records(state)
+    assert isinstance(state["dropped"], list)
+    ctx.storage.save_state(state)
+    again = memci.ContextSystem.load(ctx.storage, summarizer=FixedSummarizer(), counter=words)
+    assert again.dropped == ctx.dropped
+    again.save()
+    assert again.storage.load_state()["dropped"] == text
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("1,0,0,1,5", "state['dropped'][0] is '1,0,0,1,5', expected index,recall_count"),
+        ("1,0,0,1,5,lru;2,0,x,1,5,lru", "state['dropped'][1]['last_recall_round'] is 'x'"),
+        ("1,-1,0,1,5,lru", "state['dropped'][0]['recall_count'] is '-1'"),
+        ("1,0,0,1,\u0665,lru", "state['dropped'][0]['dropped_round']"),
+        ("1,0,0,1," + "9" * 40 + ",lru", "state['dropped'][0]['dropped_round']"),
+        ("1,0,0,1,5,whim", "state['dropped'][0]['rule'] is 'whim'"),
+        ("1,0,0,1,5,lru;", "state['dropped'][1] is ''"),
+        ("1,0,0,1,5,lru;1,0,0,1,5,lru", "listed twice"),
+    ],
+)
+def test_a_bad_dropped_row_is_a_state_error_naming_the_entry_and_field(text: str, named: str):
+    state = busy().state()
+    state["dropped"] = text.encode().decode("unicode_escape")
+    with pytest.raises(memci.StateError) as caught:
+        SavedState.from_dict(state)
+    assert named in str(caught.value)
 
 
 @pytest.mark.parametrize("state", [None, [], "state"])
@@ -93,12 +139,19 @@ def test_loading_an_empty_storage_is_a_state_error():
         memci.ContextSystem.load(DictStorage(), counter=words)
 
 
+def _as_records(state: dict[str, Any]) -> None:
+    """``state['dropped']`` as a state saved before rows wrote it: a list of dicts of ints."""
+    rows = dropped_records(state["dropped"])
+    state["dropped"] = [{k: v if k == "rule" else int(v) for k, v in r.items()} for r in rows]
+
+
 def _tampered(change: Any) -> DictStorage:
     ctx = busy()
     ctx.save()
     storage = ctx.storage
     assert isinstance(storage, DictStorage)
     state = copy.deepcopy(storage.load_state())
+    _as_records(state)  # the tampering below edits dropped entries as dicts
     change(state)
     storage.save_state(state)
     return storage
@@ -228,7 +281,7 @@ def _mutations(state: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
                 elif drop and isinstance(parent, list):
                     parent.append(copy.deepcopy(parent[path[-1]]))  # a duplicate
                 else:
-                    parent[path[-1]] = value
+                    parent[path[-1]] = copy.deepcopy(value)  # one [] or {} at two paths would hold itself
             except (KeyError, IndexError, TypeError):
                 continue
         return out
@@ -242,6 +295,8 @@ def test_a_mutated_state_loads_into_a_working_system_or_is_a_state_error(data: s
     original.save()
     state = original.storage.load_state()
     assert state is not None
+    if data.draw(st.booleans()):
+        _as_records(state)  # dropped entries as a state saved before rows wrote them
     mutated = data.draw(_mutations(state))
     storage = DictStorage()
     storage.pages = dict(original.storage.pages)  # type: ignore[attr-defined]

@@ -12,6 +12,7 @@ from pathlib import Path
 import memci
 import pytest
 from fixtures import write_old_layout
+from memci.context.state import SavedState, dropped_text
 from memci.integrations.langchain import MemciChatMessageHistory
 from memci.integrations.openai_agents import MemciSession
 from memci.storage.json_store import COMMIT_KEY
@@ -57,7 +58,8 @@ def test_the_writers_write_what_they_wrote_before_the_page_log(tmp_path: Path) -
     LangChain field), every state the same JSON value (one key of the session's state,
     ``forgotten_through``, now sits with the other head keys), but for the id of the save that
     wrote it and of the saves before (its trail), which a store now adds (``COMMIT_KEY``: how a lost
-    reply is told from a conflict)."""
+    reply is told from a conflict), and for the context system's dropped entries, now written as one
+    string of rows (``dropped_text``) in place of a list of dicts."""
     write_old_layout.context_system(tmp_path / "context_system")
     write_old_layout.chat_history(tmp_path / "chat_history")
     asyncio.run(write_old_layout.session(tmp_path / "session"))
@@ -75,8 +77,12 @@ def test_the_writers_write_what_they_wrote_before_the_page_log(tmp_path: Path) -
         assert type(trail) is list, store
         assert trail, store
         assert all(type(commit_id) is str for commit_id in trail), store
+        if store == "context_system":
+            assert new_state["dropped"] == dropped_text(SavedState.from_dict(old_state).dropped)
+            new_state["dropped"] = old_state["dropped"]
         assert new_state == old_state, store
     new_state = json.loads((tmp_path / "context_system" / "state.json").read_text("utf-8"))
     del new_state[COMMIT_KEY]
+    new_state["dropped"] = json.loads((OLD / "context_system" / "state.json").read_text("utf-8"))["dropped"]
     written = json.dumps(new_state, ensure_ascii=False, separators=(",", ":"))
     assert written == (OLD / "context_system" / "state.json").read_text("utf-8")  # the same keys in the same order

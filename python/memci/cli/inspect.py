@@ -25,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from memci import _core
+from memci.context.state import dropped_records
 from memci.context.summary import cut, said_and_calls
 from memci.errors import StorageError
 from memci.storage.directory import DirectoryStorage
@@ -124,7 +125,8 @@ def _state_tables(state: Mapping[str, Any]) -> list[Table]:
         columns = [_field(f) for f in ("index", "summary", "recall_count", "last_recall_round", "archived_round")]
         columns.append(("entry summaries", lambda e: " | ".join(map(str, e.get("entry_summaries") or ()))))
         out.append(_table(f"Contents page: {_count(len(contents), 'entry', 'entries')}", contents, columns))
-    dropped = _records(state.get("dropped"))
+    raw_dropped = state.get("dropped")
+    dropped = dropped_records(raw_dropped) if isinstance(raw_dropped, str) else _records(raw_dropped)
     if dropped:
         fields = ("index", "rule", "dropped_round", "recall_count", "last_recall_round", "archived_round")
         out.append(_table(f"Dropped from the contents page: {len(dropped)}", dropped, [_field(f) for f in fields]))

@@ -13,18 +13,30 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memci.context.contents import RULES, ArchivePolicy, ContentsEntry, DroppedEntry
+from memci.context.contents import RULES, ArchivePolicy, ContentsEntry, DroppedEntry, Rule
 from memci.context.cuts import DEFAULT_LOW_WATER, checked_low_water
 from memci.context.page import ArchivedPage, Message
 from memci.errors import InvalidOperationError, PageError, StateError, shown
 from memci.storage.log import LOG_VERSION, Head
 
-__all__ = ["STATE_KIND", "STATE_VERSION", "UNSAVED_PAGES", "SavedState"]
+__all__ = [
+    "DROPPED_FIELDS",
+    "STATE_KIND",
+    "STATE_VERSION",
+    "UNSAVED_PAGES",
+    "SavedState",
+    "dropped_records",
+    "dropped_text",
+]
 
 STATE_VERSION = LOG_VERSION
 STATE_KIND = "memci.ContextSystem"
 #: The key of a state from ``to_state`` that carries the pages archived since the last save.
 UNSAVED_PAGES = "unsaved_pages"
+#: The fields of a dropped entry, in the order ``state['dropped']`` writes them (see :func:`dropped_text`).
+DROPPED_FIELDS = ("index", "recall_count", "last_recall_round", "archived_round", "dropped_round", "rule")
+#: Digits a count or round may have in ``state['dropped']`` (the core keeps them in 64 bits).
+_MAX_DIGITS = 19
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +103,7 @@ class SavedState:
             "policy": self.policy.to_dict(),
             "pages": [{"index": index, "messages": messages} for index, messages in self.pages],
             "contents": [e.to_dict() for e in self.contents],
-            "dropped": [d.to_dict() for d in self.dropped],
+            "dropped": dropped_text(self.dropped),
             **self._cut_keys(),
         }
 
@@ -134,7 +146,12 @@ class SavedState:
             pages.append((_field(page, "index", int, where), _field(page, "messages", list, where)))
         next_index = _field(state, "next_index", int)
         contents = [_entry(raw, f"state['contents'][{i}]") for i, raw in enumerate(_field(state, "contents", list))]
-        dropped = [_dropped(raw, f"state['dropped'][{i}]") for i, raw in enumerate(_field(state, "dropped", list))]
+        raw_dropped = state.get("dropped")
+        dropped = (
+            _dropped_rows(raw_dropped)
+            if isinstance(raw_dropped, str)
+            else [_dropped(raw, f"state['dropped'][{i}]") for i, raw in enumerate(_field(state, "dropped", list))]
+        )
         saved = cls(
             round_,
             next_index,
@@ -265,12 +282,53 @@ def _entry(raw: object, where: str) -> ContentsEntry:
         raise StateError(f"load: {where}: {e}") from None
 
 
+def dropped_text(dropped: Sequence[DroppedEntry]) -> str:
+    """``state['dropped']`` as written: one row per entry, its :data:`DROPPED_FIELDS` joined by
+    ``,``, the rows joined by ``;`` (``""``: none). Dropped entries are most of a long
+    conversation's state, and one string is checked and encoded by a save in one step rather than
+    six values an entry (a state saved before wrote a list of dicts, which still loads). O(entries)."""
+    return ";".join(
+        f"{d.index},{d.recall_count},{d.last_recall_round},{d.archived_round},{d.dropped_round},{d.rule}"
+        for d in dropped
+    )
+
+
+def dropped_records(text: str) -> list[dict[str, str]]:
+    """The rows of a ``state['dropped']`` string (:func:`dropped_text`) as dicts of its
+    :data:`DROPPED_FIELDS`, unchecked (a row with too few fields lacks the last ones)."""
+    return [dict(zip(DROPPED_FIELDS, row.split(","), strict=False)) for row in text.split(";")] if text else []
+
+
+def _dropped_rows(text: str) -> list[DroppedEntry]:
+    """The entries of a ``state['dropped']`` string, each field checked: a count or round of
+    digits, a rule of :data:`~memci.context.contents.RULES`."""
+    entries = []
+    for i, row in enumerate(text.split(";") if text else ()):
+        where = f"state['dropped'][{i}]"
+        fields = row.split(",")
+        if len(fields) != len(DROPPED_FIELDS):
+            raise StateError(f"load: {where} is {shown(row)}, expected {','.join(DROPPED_FIELDS)}")
+        *numbers, rule = fields
+        for name, number in zip(DROPPED_FIELDS, numbers, strict=False):
+            if not (number.isascii() and number.isdigit() and len(number) <= _MAX_DIGITS):
+                raise StateError(f"load: {where}[{name!r}] is {shown(number)}, expected an int >= 0")
+        index, recall_count, last_recall_round, archived_round, dropped_round = map(int, numbers)
+        entries.append(
+            DroppedEntry(index, recall_count, last_recall_round, archived_round, dropped_round, _rule(rule, where))
+        )
+    return entries
+
+
+def _rule(rule: str, where: str) -> Rule:
+    if rule not in RULES:
+        raise StateError(f"load: {where}['rule'] is {rule!r}, expected one of {', '.join(RULES)}")
+    return rule
+
+
 def _dropped(raw: object, where: str) -> DroppedEntry:
     if not isinstance(raw, dict):
         raise StateError(f"load: {where} is not a dict")
-    rule = _field(raw, "rule", str, where)
-    if rule not in RULES:
-        raise StateError(f"load: {where}['rule'] is {rule!r}, expected one of {', '.join(RULES)}")
+    rule = _rule(_field(raw, "rule", str, where), where)
     return DroppedEntry(
         _field(raw, "index", int, where),
         _field(raw, "recall_count", int, where),
