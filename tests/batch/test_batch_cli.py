@@ -125,7 +125,9 @@ def _start_and_kill(tmp_path: Path, sig: int) -> tuple[Path, subprocess.Popen[by
     source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     line = json.dumps(dataset(1)[0] * 20)
     with source.open("w", encoding="utf-8") as f:
-        for _ in range((60 << 20) // len(line)):  # 60 MB: several seconds of work on one worker
+        # 120 MB: about a second of work on one worker of a release build on an idle machine (the
+        # signal must land while the run is under way, not after it ends).
+        for _ in range((120 << 20) // len(line)):
             f.write(line + "\n")
     proc = subprocess.Popen(
         [
@@ -146,10 +148,10 @@ def _start_and_kill(tmp_path: Path, sig: int) -> tuple[Path, subprocess.Popen[by
         stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 60
-    # Wait until the run is under way: its temporary output exists and has grown.
+    # Wait until the run is under way: its temporary output exists (it is opened once the signal
+    # handlers are in place, before the first record is read).
     while time.monotonic() < deadline:
-        partial = [p for p in tmp_path.iterdir() if p.name.startswith(".out.jsonl.partial")]
-        if partial and partial[0].stat().st_size > 0:
+        if any(p.name.startswith(".out.jsonl.partial") for p in tmp_path.iterdir()):
             break
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         time.sleep(0.05)
