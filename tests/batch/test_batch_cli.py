@@ -129,24 +129,31 @@ def _start_and_kill(tmp_path: Path, sig: int) -> tuple[Path, subprocess.Popen[by
         # signal must land while the run is under way, not after it ends).
         for _ in range((120 << 20) // len(line)):
             f.write(line + "\n")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "memci",
-            "batch",
-            str(source),
-            str(target),
-            "--sanitize",
-            "--max-tokens",
-            "500",
-            "--workers",
-            "1",
-            "--quiet",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    # Ctrl-C as at a terminal: a shell starts background jobs with SIGINT ignored, and a child
+    # inherits an ignored signal (Python then installs no KeyboardInterrupt handler); a handled
+    # one is reset to its default at exec.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "memci",
+                "batch",
+                str(source),
+                str(target),
+                "--sanitize",
+                "--max-tokens",
+                "500",
+                "--workers",
+                "1",
+                "--quiet",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
     deadline = time.monotonic() + 60
     # Wait until the run is under way: its temporary output exists (it is opened once the signal
     # handlers are in place, before the first record is read).
