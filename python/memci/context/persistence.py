@@ -323,9 +323,14 @@ class Persistent(SystemParts):
         go on independently, and the second to save over the same revision gets
         :class:`~memci.ConflictError`. Pages this one archived since its last save are copied.
         O(state + archived pages)."""
+        return self._rebuilt(self._snapshot(), self.storage)
+
+    def _rebuilt(self, saved: SavedState, storage: Storage) -> Self:
+        """A system taking up ``saved`` on ``storage``, with this one's code and configuration
+        (summarizer, counter, thinking rule, embedder)."""
         return type(self)._build(
-            self._snapshot(),
-            self.storage,
+            saved,
+            storage,
             self._summarizer_arg,
             self._counter,
             thinking=self._tokens.thinking,
@@ -338,15 +343,7 @@ class Persistent(SystemParts):
         a store that cannot be copied raises :class:`~memci.StorageError`. The summarizer and
         counter (code) are shared."""
         saved = self._snapshot()
-        storage = copy.deepcopy(self.storage, memo)
-        return type(self)._build(
-            saved,
-            storage,
-            self._summarizer_arg,
-            self._counter,
-            thinking=self._tokens.thinking,
-            embedder=self._search.embedder,
-        )
+        return self._rebuilt(saved, copy.deepcopy(self.storage, memo))
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as JSON text (the state with the pages archived since the last save), never as
