@@ -6,8 +6,9 @@ One workload, ``trim_reuse``: a 60-round tool-using agent (a user request, a too
 result, an answer; a model request after the user message and after the tool result, about 150
 new tokens each), the array trimmed to the budget before each request. Reuse is token-weighted
 over rounds 10-59: the tokens of the longest run of leading messages a request shares with the
-previous one, over the tokens of the requests. The time measured is the whole agent's trims;
-the reuse is recorded in ``extra_info`` (``reuse``) and checked:
+previous one, over the tokens of the requests (``memci.cost.measure``). The time measured is the
+whole agent's trims (the reuse is counted after it); the reuse is recorded in ``extra_info``
+(``reuse``) and checked:
 
 - ``plain``: ``trim_to_tokens(budget)``, the newest messages that fit at every request (what
   LangChain's ``trim_messages`` does every turn): the oldest turn leaves at almost every request,
@@ -22,7 +23,7 @@ import json
 from typing import Any
 
 import pytest
-from memci import MessageArray, tokens
+from memci import MessageArray, cost
 
 PEERS = ("plain", "low-water")
 BUDGETS = (1800, 3000, 6000)
@@ -47,25 +48,23 @@ def _round(r: int) -> list[list[dict[str, Any]]]:
     ]
 
 
-def agent(budget: int, low_water: float | None) -> float:
-    """The token-weighted prefix reuse of the agent's requests over rounds 10-59."""
+def agent(budget: int, low_water: float | None) -> list[list[dict[str, Any]]]:
+    """The requests the agent sends (two a round), its array trimmed to ``budget`` before each."""
     arr = MessageArray([{"role": "system", "content": "You are a careful agent. " * 20}])
-    previous: list[dict[str, Any]] = []
-    shared = total = 0
+    sent: list[list[dict[str, Any]]] = []
     for r in range(ROUNDS):
         *requests, answer = _round(r)
         for new in requests:
             arr.append(new)
             arr.trim_to_tokens(budget, low_water=low_water)
-            sent = arr.messages()
-            if r >= MEASURED_FROM:
-                common = next((k for k, (a, b) in enumerate(zip(previous, sent, strict=False)) if a != b), None)
-                k = min(len(previous), len(sent)) if common is None else common
-                shared += tokens.count_messages(sent[:k]) if k else 0
-                total += tokens.count_messages(sent)
-            previous = sent
+            sent.append(arr.messages())
         arr.append(answer)
-    return shared / total
+    return sent
+
+
+def reuse(requests: list[list[dict[str, Any]]]) -> float:
+    """Token-weighted prefix reuse over rounds 10-59 (``memci.cost``)."""
+    return cost.measure(requests).between(2 * MEASURED_FROM, 2 * ROUNDS).reuse
 
 
 @pytest.mark.parametrize("budget", BUDGETS)
@@ -73,8 +72,8 @@ def agent(budget: int, low_water: float | None) -> float:
 def test_trim_reuse(benchmark: Any, peer: str, budget: int) -> None:
     benchmark.group = f"trim_reuse-{budget}"
     low_water = 0.6 if peer == "low-water" else None
-    reuse = benchmark.pedantic(agent, args=(budget, low_water), rounds=1, iterations=1)
-    benchmark.extra_info.update(workload="trim_reuse", peer=peer, budget=budget, reuse=round(reuse, 3))
-    assert 0 < reuse < 1
+    reused = reuse(benchmark.pedantic(agent, args=(budget, low_water), rounds=1, iterations=1))
+    benchmark.extra_info.update(workload="trim_reuse", peer=peer, budget=budget, reuse=round(reused, 3))
+    assert 0 < reused < 1
     if peer == "low-water":
-        assert reuse > agent(budget, None)
+        assert reused > reuse(agent(budget, None))
