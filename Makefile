@@ -67,7 +67,7 @@ postgres-server: ## Install PostgreSQL with apt-get if it is missing (the tests 
 .PHONY: test
 test: build-dev lint redis-server postgres-server ## Build, lint, cargo tests, pytest (benches once, untimed), the peer suites, the docs site (strict), the sdist check
 	LD_LIBRARY_PATH=$(PYLIBDIR) cargo test -q
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=20
 	$(PEER_SUITES) --make-test
 	$(DOCS_BUILD)
 	$(MAKE) sdist-check

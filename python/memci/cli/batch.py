@@ -219,8 +219,10 @@ def _run_ray(pipeline: Pipeline, args: argparse.Namespace, progress: Callable[[i
     from memci.integrations.ray import run
 
     started = time.perf_counter()
-    if args.ray == "local":  # a Ray of this machine's cores (or --workers of them), stopped at the end
-        ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
+    # 'local': a new Ray of this machine's cores (or --workers of them), never a cluster already
+    # running here, stopped at the end.
+    if args.ray == "local":
+        ray.init(address="local", num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
     else:
         ray.init(address=args.ray, include_dashboard=False, log_to_driver=False)
     try:
