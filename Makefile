@@ -65,10 +65,9 @@ postgres-server: ## Install PostgreSQL with apt-get if it is missing (the tests 
 		echo "PostgreSQL could not be installed: the PostgresStorage tests will be skipped"
 
 .PHONY: test
-test: build-dev lint redis-server postgres-server ## Build, lint, cargo tests, pytest (benches once, untimed), the peer suites, the docs site (strict), the sdist check
+test: build-dev lint redis-server postgres-server ## Build, lint, cargo tests, pytest (benches once, untimed), the docs site (strict), the sdist check
 	LD_LIBRARY_PATH=$(PYLIBDIR) cargo test -q
 	$(BIN)/pytest -q --durations=20
-	$(PEER_SUITES) --make-test
 	$(DOCS_BUILD)
 	$(MAKE) sdist-check
 
@@ -77,8 +76,12 @@ test-edits: build-dev ## The context edits against their reference model: 10,000
 	$(BIN)/pytest -q tests/test_edits.py -k sequences --hypothesis-profile=edits
 
 .PHONY: peer-suites
-peer-suites: build-dev ## The frameworks' own test suites (fetched sdists), native vs memci's class; make test runs all but the longest
+peer-suites: build-dev ## The frameworks' own test suites (fetched sdists), native vs memci's class
 	$(PEER_SUITES)
+
+.PHONY: peer-suites-ci
+peer-suites-ci: build-dev ## The frameworks' own test suites but the longest (CI runs them after make test, which stays under 25 minutes)
+	$(PEER_SUITES) --make-test
 
 .PHONY: docs
 docs: build-dev ## Build the documentation site into site/ (mkdocs-material + mkdocstrings, strict: a broken link fails)
