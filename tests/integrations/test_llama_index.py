@@ -536,3 +536,32 @@ def test_the_store_contract(kind: str, tmp_path: Path) -> None:
         "after": ["m3", "m4", "m5"],
         "keys": ["k"],
     }
+
+
+def test_a_chat_store_state_is_written_by_the_page_log_and_old_states_load(tmp_path: Path) -> None:
+    from memci.integrations.llama_index_memory import STORE_KIND, MemciChatStore
+
+    storage = memci.SqliteStorage(tmp_path / "memci.db", namespace="k")
+    old = {"role": "user", "content": "from before", "blocks": [{"block_type": "text", "text": "from before"}]}
+    storage.save_state(
+        {"version": 1, "kind": STORE_KIND, "revision": 1, "messages": [{"status": "active", "message": old}]}
+    )
+    store = MemciChatStore(lambda session: storage)
+    assert [m.content for m in asyncio.run(store.get_messages("k"))] == ["from before"]
+    asyncio.run(store.add_message("k", user("new")))
+    state = storage.load_state()
+    assert state is not None
+    assert (state["kind"], state["revision"], state["pages_through"]) == (STORE_KIND, 2, 0)
+    assert [row["message"]["blocks"][0]["text"] for row in state["messages"]] == ["from before", "new"]
+
+
+def test_a_chat_store_on_another_kind_of_state_is_refused_by_session(tmp_path: Path) -> None:
+    from memci.integrations.llama_index_memory import MemciChatStore
+
+    storage = memci.SqliteStorage(tmp_path / "memci.db", namespace="k")
+    memci.ContextSystem("Be brief.", storage=storage).save()
+    saved = storage.load_state()
+    store = MemciChatStore(lambda session: storage)
+    with pytest.raises(memci.StateError, match=r"session 'k': .*another kind of state"):
+        asyncio.run(store.get_messages("k"))
+    assert storage.load_state() == saved

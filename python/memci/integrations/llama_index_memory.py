@@ -29,8 +29,8 @@ with needs_extra("llama-index", __name__):
     from llama_index.core.bridge.pydantic import PrivateAttr
     from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
 
-from memci.errors import InvalidOperationError, StorageError
-from memci.storage.log import CONFLICTS
+from memci.errors import InvalidOperationError
+from memci.storage.log import CONFLICTS, PageLog
 from memci.storage.memory import MemoryStorage
 from memci.storage.protocol import Storage
 
@@ -43,26 +43,21 @@ Row = dict[str, Any]
 
 
 class _Session:
-    """One session's messages (all statuses, in order) and the memci store that keeps them."""
+    """One session's messages (all statuses, in order) on the page log of its memci store: the
+    rows are the state's body, its head (kind, revision) is written by the log alone."""
 
     def __init__(self, key: str, storage: Storage) -> None:
-        self.key, self.storage = key, storage
+        self.key = key
+        self.log = PageLog(storage, STORE_KIND)
         self.lock = threading.Lock()
-        self.revision = 0
         self.rows: list[Row] = []
         self.load()
 
     def load(self) -> None:
-        state = self.storage.load_state()
-        if state is None:
-            self.revision, self.rows = 0, []
-            return
-        if state.get("kind") != STORE_KIND:
-            raise StorageError(
-                f"session {self.key!r}: the store holds another kind of state, not a chat store: {state.get('kind')!r}",
-                "state",
-            )
-        self.revision, self.rows = state["revision"], list(state["messages"])
+        """Read the stored rows (none when nothing is stored); :class:`~memci.StateError` if the
+        store holds another kind of state."""
+        state = self.log.load(f"session {self.key!r}", hint=": the store holds another kind of state")
+        self.rows = [] if state is None else list(state["messages"])
 
     def change(self, edit: Callable[[list[Row]], Any]) -> Any:
         """Apply ``edit`` to a copy of the rows and save them as one commit; after another
@@ -73,21 +68,17 @@ class _Session:
             def attempt() -> Any:
                 rows = list(self.rows)
                 result = edit(rows)
-                revision = self.revision + 1
-                self.storage.save_state({"version": 1, "kind": STORE_KIND, "revision": revision, "messages": rows})
-                self.revision, self.rows = revision, rows
+                self.log.commit({"messages": rows})
+                self.rows = rows
                 return result
 
             return CONFLICTS.run(attempt, self.load)
 
     def fresh(self) -> list[Row]:
-        """The rows, reloaded when another writer saved since (one state read)."""
+        """The rows, reloaded when another writer saved since (or cleared the store)."""
         with self.lock:
-            stored = self.storage.load_state()
-            if stored is not None and stored.get("revision") != self.revision:
+            if self.log.changed():
                 self.load()
-            elif stored is None and self.rows:
-                self.revision, self.rows = 0, []
             return list(self.rows)
 
 
