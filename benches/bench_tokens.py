@@ -53,8 +53,15 @@ def tiktoken_encoding() -> Any:
     data = tokens.ranks_file(ENCODING).encode()
     with open(os.path.join(cache_dir, hashlib.sha1(BLOB.format(ENCODING).encode()).hexdigest()), "wb") as f:
         f.write(data)
+    before = os.environ.get("TIKTOKEN_CACHE_DIR")
     os.environ["TIKTOKEN_CACHE_DIR"] = cache_dir
-    return tiktoken.get_encoding(ENCODING)
+    try:  # tiktoken keeps the encoding once loaded: the rest of the process sees the environment as it was
+        return tiktoken.get_encoding(ENCODING)
+    finally:
+        if before is None:
+            del os.environ["TIKTOKEN_CACHE_DIR"]
+        else:
+            os.environ["TIKTOKEN_CACHE_DIR"] = before
 
 
 @cache
