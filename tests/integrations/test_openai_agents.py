@@ -895,6 +895,45 @@ async def test_manual_compaction_replaces_the_whole_history(make_session: Sessio
     assert await make_session("manual", db).get_items() == [SUMMARY]
 
 
+class NamedSession(MemciSession):
+    """A subclass that adds nothing: it stores and reads as ``MemciSession`` does."""
+
+
+class ShoutingSession(MemciSession):
+    """A subclass that transforms what it returns."""
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        return [{**item, "content": str(item.get("content", "")).upper()} for item in await super().get_items(limit)]
+
+
+async def test_a_closed_subclass_names_itself(tmp_path: Path) -> None:
+    session = NamedSession("named", tmp_path / "named.db")
+    session.close()
+    with pytest.raises(memci.SessionClosedError, match=r"^NamedSession is closed"):
+        await session.get_items()
+    assert repr(session).startswith("NamedSession('named', ")
+
+
+async def test_a_subclass_keeping_the_reads_and_writes_compacts(tmp_path: Path) -> None:
+    backend = NamedSession("named", tmp_path / "named.db")
+    await backend.add_items([user("q") if n % 2 == 0 else assistant("a") for n in range(6)])
+    session, client = compacting(backend, should_trigger_compaction=lambda _: True, max_rollback_items=2)
+    model = ScriptModel([reply("done")])
+    model.response_id = "resp_1"
+    await Runner.run(Agent(name="test", model=model), "continue", session=session)
+    assert len(client.calls) == 1
+    assert await backend.get_items() == [SUMMARY]
+
+
+async def test_a_subclass_transforming_its_reads_offers_no_compaction_hooks(tmp_path: Path) -> None:
+    # The hooks read and replace the stored items, bypassing the subclass's get_items.
+    backend = ShoutingSession("shout", tmp_path / "shout.db")
+    await backend.add_items(WEATHER)
+    assert await backend._get_compaction_snapshot(2) is None
+    assert not await backend._atomic_replace_items([SUMMARY])
+    assert len(await MemciSession("shout", tmp_path / "shout.db").get_items()) == len(WEATHER)
+
+
 # ---- a state costs what it holds ---------------------------------------------------------------------------
 
 

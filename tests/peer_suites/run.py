@@ -124,7 +124,7 @@ SUITES = (
         ("tests/extensions/memory/test_async_sqlite_session.py",),
         "swap_agents_sqlite",
     ),
-    # 1,838 tests, about 6 minutes for the two runs (twice that on a busy machine): kept out of
+    # 1,838 tests, about 2.5 minutes for the two runs (twice that on a busy machine): kept out of
     # make test, which must stay under 25 minutes.
     Suite(
         "agents-helper-session",

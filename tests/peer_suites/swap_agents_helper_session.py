@@ -4,8 +4,9 @@ memci's ``MemciSession``.
 The SDK's Runner tests keep their history in ``SimpleListSession`` (a list in memory) and its
 subclasses ``CountingSession`` and ``IdStrippingSession``. On the ``memci`` side the name
 ``SimpleListSession`` is bound to :class:`MemciListSession`, a ``MemciSession`` with the helper's
-constructor and its ``saved_items`` view, and the two subclasses are re-based onto it (their own
-methods, unchanged, then call memci's; :func:`rebased`). ``noop`` binds a subclass of the helper that changes nothing.
+constructor, its ``saved_items`` view and, as the helper, no compaction hooks, and the two
+subclasses are re-based onto it (their own methods, unchanged, then call memci's; :func:`rebased`).
+``noop`` binds a subclass of the helper that changes nothing.
 """
 
 from __future__ import annotations
@@ -83,6 +84,16 @@ def memci_list_session() -> type:
             """The items stored now (a copy: the helper's own list was its storage), read past any
             get_items a test's subclass overrides, as the helper's attribute is."""
             return blocking(MemciSession.get_items(self))
+
+        # The helper offers none of the compaction hooks the SDK looks up on a session, and the
+        # tests check the path the SDK takes without them: its stand-in answers "not offered",
+        # as MemciSession itself does where it offers none (a paged session).
+
+        async def _get_compaction_snapshot(self, limit: int, **options: Any) -> None:
+            return None
+
+        async def _atomic_replace_items(self, items: list[Any]) -> bool:
+            return False
 
     return MemciListSession
 

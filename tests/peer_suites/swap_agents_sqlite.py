@@ -1,6 +1,7 @@
 """Swap plugin: the Agents SDK's SQLite sessions, ``SQLiteSession`` and ``AsyncSQLiteSession``
 (``agents.extensions.memory``), become memci's ``MemciSession`` in the suite: each name a test
-module binds is rebound.
+module binds is rebound to a subclass of ``MemciSession`` that adds nothing and bears that name,
+the name the test constructs (its errors name it, as they name any subclass a user makes).
 
 ``noop`` binds a subclass of each that changes nothing, the control for tests that check the exact class.
 """
@@ -34,7 +35,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     else:
         from memci.integrations.openai_agents import MemciSession
 
-        replacements = dict.fromkeys(natives, MemciSession)
+        replacements = {name: type(name, (MemciSession,), {"__module__": __name__}) for name in natives}
     rebound = sum(rebind(name, natives[name], replacements[name], config.rootpath) for name in natives)
     if not rebound:
         raise pytest.UsageError("swap_agents_sqlite: no test module binds SQLiteSession or AsyncSQLiteSession")

@@ -26,15 +26,29 @@ def noop_trim(messages: Any = None, **options: Any) -> Any:
     return trim_messages(messages, **options)
 
 
+SHORTCUTS: dict[str, Callable[[list[BaseMessage]], int]] = {"approximate": count_tokens_approximately}
+"""The ``token_counter`` names the mapping knows: ``trim_messages``' own."""
+
+
 def message_counter(token_counter: Any) -> Callable[[dict[str, Any]], int]:
-    """``token_counter`` as memci's ``counter=``: the tokens of one message dict."""
+    """``token_counter`` as memci's ``counter=``: the tokens of one message dict.
+
+    A ``token_counter`` the mapping cannot translate is refused as ``trim_messages`` refuses it, a
+    ``ValueError`` in its words: the caller wrote a ``trim_messages`` call, and what the mapping
+    accepts is what ``trim_messages`` accepts (a shortcut above, a chat model, a function)."""
     from memci.formats import to_langchain
 
-    if token_counter == "approximate":
-        token_counter = count_tokens_approximately
+    if isinstance(token_counter, str):
+        if token_counter not in SHORTCUTS:
+            known = ", ".join(repr(name) for name in SHORTCUTS)
+            raise ValueError(f"Invalid token_counter shortcut {token_counter!r}. Available shortcuts: {known}.")
+        token_counter = SHORTCUTS[token_counter]
     count = getattr(token_counter, "get_num_tokens_from_messages", token_counter)
     if not callable(count):
-        raise TypeError(f"token_counter must be a function, a chat model or 'approximate', got {token_counter!r}")
+        raise ValueError(
+            "'token_counter' expected to be a model that implements 'get_num_tokens_from_messages()' or a "
+            f"function. Received object of type {type(token_counter)}."
+        )
     return lambda message: int(count(to_langchain([message])))
 
 

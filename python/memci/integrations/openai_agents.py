@@ -62,6 +62,9 @@ HISTORY_KIND = "memci.integrations.openai_agents.history"
 """The ``kind`` of a full-history session's saved state (a paged session's is the context system's)."""
 
 
+_SESSION_IO = ("add_items", "get_items", "pop_item", "clear_session")
+"""The session's public reads and writes: a subclass overriding none of them compacts (see ``_compacts``)."""
+
 OPAQUE_TYPE = "memci.opaque"
 """The ``type`` of the envelope an opaque item is stored in (see :func:`_stored`)."""
 
@@ -362,11 +365,12 @@ class MemciSession:
 
     def __repr__(self) -> str:
         mode = ", paged=True" if self.paged else ""
-        return f"MemciSession({self.session_id!r}, storage={self.storage!r}{mode})"
+        return f"{type(self).__name__}({self.session_id!r}, storage={self.storage!r}{mode})"
 
     def _check_open(self) -> None:
         if self._closed:
-            raise SessionClosedError("MemciSession is closed", self.session_id)
+            # The class the caller made, as the SDK's sessions name theirs: a subclass's own name.
+            raise SessionClosedError(f"{type(self).__name__} is closed", self.session_id)
 
     async def _serialised(self, work: Callable[[], Awaitable[T]]) -> T:
         """Run ``work`` alone among this session's calls, from whatever thread and event loop
@@ -484,12 +488,14 @@ class MemciSession:
     # ---- the SDK's compaction protocol -----------------------------------------------------------------
     # ``OpenAIResponsesCompactionSession`` looks these up on the session it wraps: a bounded read of
     # the newest items with an atomic replacement of their suffix (automatic partial compaction), and
-    # an atomic replacement of the whole history (manual compaction). A subclass may transform what
-    # it adds or returns, so, as the SDK's own sessions do, only this class itself offers them; a
-    # paged session does neither (its window is not the stored history).
+    # an atomic replacement of the whole history (manual compaction). Both bypass the public reads
+    # and writes, so a subclass that overrides one of them (it may transform what it adds or
+    # returns) offers neither; one that keeps them all stores exactly what this class stores and
+    # offers both. A paged session offers neither (its window is not the stored history).
 
     def _compacts(self) -> bool:
-        return type(self) is MemciSession and self._history is not None
+        keeps_io = all(getattr(type(self), name) is getattr(MemciSession, name) for name in _SESSION_IO)
+        return keeps_io and self._history is not None
 
     async def _get_compaction_snapshot(
         self, limit: int, *, prune_prefix: Callable[[TResponseInputItem], bool] | None = None
