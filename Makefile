@@ -76,12 +76,8 @@ test-edits: build-dev ## The context edits against their reference model: 10,000
 	$(BIN)/pytest -q tests/test_edits.py -k sequences --hypothesis-profile=edits
 
 .PHONY: peer-suites
-peer-suites: build-dev ## The frameworks' own test suites (fetched sdists), native vs memci's class
+peer-suites: build-dev ## The frameworks' own test suites (fetched sdists), native vs memci's class (CI runs it after make test)
 	$(PEER_SUITES)
-
-.PHONY: peer-suites-ci
-peer-suites-ci: build-dev ## The frameworks' own test suites but the longest (CI runs them after make test, which stays under 25 minutes)
-	$(PEER_SUITES) --make-test
 
 .PHONY: docs
 docs: build-dev ## Build the documentation site into site/ (mkdocs-material + mkdocstrings, strict: a broken link fails)

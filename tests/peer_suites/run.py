@@ -7,7 +7,7 @@ bodies unchanged: once as shipped (``native``), once with the plugin rebinding t
 class to memci's in the test modules (``memci``). The run fails when a test the native class
 passes does not pass on memci, unless ``reviewed.toml`` lists it with its reason.
 
-    python tests/peer_suites/run.py [--suite NAME ...] [--make-test] [--side noop] [--cache DIR]
+    python tests/peer_suites/run.py [--suite NAME ...] [--side noop] [--cache DIR]
 
 ``--side noop`` adds a third run, rebinding the name to a trivial subclass of the native class,
 and checks the entries reviewed as ``noop:`` fail there too (that is their reason).
@@ -54,8 +54,6 @@ class Suite:
     files: tuple[str, ...]
     plugin: str
     """A module of this folder, loaded with ``pytest -p``: it reads :data:`SIDE_VARIABLE`."""
-    in_make_test: bool = True
-    """Whether ``make test`` runs it (``--make-test``); a long suite runs in ``make peer-suites`` only."""
     keyword: str | None = None
     """A ``pytest -k`` expression choosing the suite's tests in ``files``, when not all of them."""
     options: tuple[str, ...] = ()
@@ -124,14 +122,12 @@ SUITES = (
         ("tests/extensions/memory/test_async_sqlite_session.py",),
         "swap_agents_sqlite",
     ),
-    # 1,838 tests, about 2.5 minutes for the two runs (twice that on a busy machine): kept out of
-    # make test, which must stay under 25 minutes.
+    # 1,838 tests, about 2.5 minutes for the two runs (twice that on a busy machine).
     Suite(
         "agents-helper-session",
         "openai-agents",
         AGENTS_HELPER_SESSION_FILES,
         "swap_agents_helper_session",
-        in_make_test=False,
     ),
     Suite(
         "langchain-history",
@@ -269,7 +265,6 @@ def verdict(native: dict[str, str], memci: dict[str, str], excused: dict[str, st
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--suite", action="append", choices=[suite.name for suite in SUITES])
-    parser.add_argument("--make-test", action="store_true", help="only the suites make test runs")
     parser.add_argument("--side", choices=["noop"], help="also run the no-op swap and check the noop: entries")
     parser.add_argument("--cache", type=Path, default=default_cache())
     parser.add_argument("--reports", type=Path, default=None, help="where the JUnit reports go (default: the cache)")
@@ -279,7 +274,7 @@ def main() -> int:
     reports.mkdir(parents=True, exist_ok=True)
     failed = False
     for suite in SUITES:
-        if (options.suite and suite.name not in options.suite) or (options.make_test and not suite.in_make_test):
+        if options.suite and suite.name not in options.suite:
             continue
         root = sources(suite.distribution, options.cache)
         excused = table.get(suite.name, {})
