@@ -92,11 +92,15 @@ def test_context_edits_are_checked() -> None:
 EDITS = (ops.ClearToolUses(trigger=800, keep=2, exclude_tools=["never"]), ops.ClearThinking(keep_turns=2))
 
 
-def _edited_system(store: memci.Storage | None = None, **options: Any) -> memci.ContextSystem:
-    """A system with edits whose boundary has moved, mid-conversation."""
-    ctx = memci.ContextSystem("s", storage=store, active_pages=8, context_edits=EDITS, **options)
-    run_agent(ctx, 9)
-    assert ctx.state()["cleared_through"] > 0
+def _edited_system(store: memci.Storage | None = None, *, stable: bool = False) -> memci.ContextSystem:
+    """A system with edits whose boundaries have moved, mid-conversation (with ``stable``, at the
+    cuts of a cache-stable window)."""
+    options: dict[str, Any] = {"cache_stable": True, "active_pages": 6} if stable else {"active_pages": 8}
+    ctx = memci.ContextSystem("s", storage=store, context_edits=EDITS, **options)
+    run_agent(ctx, 13 if stable else 9)  # with stable, one cut: at page 13 (12 is the high-water count)
+    state = ctx.state()
+    assert state["cleared_through"] > 0
+    assert ("thinking_through" in state) == stable
     return ctx
 
 
@@ -104,7 +108,7 @@ def _same_from_now_on(a: memci.ContextSystem, b: memci.ContextSystem) -> None:
     """``a`` and ``b`` send the same windows, now and over the next rounds."""
     assert a.context_edits == b.context_edits == EDITS
     assert a.build_messages() == b.build_messages()
-    for n in range(10, 14):
+    for n in range(14, 18):
         for ctx in (a, b):
             for m in page_messages(n):
                 ctx.add(m)
@@ -113,10 +117,13 @@ def _same_from_now_on(a: memci.ContextSystem, b: memci.ContextSystem) -> None:
         b.end_round()
 
 
+@pytest.mark.parametrize("stable", [False, True], ids=["seed-rules", "cache-stable"])
 @pytest.mark.parametrize("way", ["load", "from_state", "open", "copy", "deepcopy", "pickle"])
-def test_context_edits_and_their_boundary_are_carried_like_every_setting(way: str, tmp_path: Path) -> None:
+def test_context_edits_and_their_boundary_are_carried_like_every_setting(
+    way: str, stable: bool, tmp_path: Path
+) -> None:
     store = memci.SqliteStorage(tmp_path / "c.db")
-    ctx = _edited_system(store)
+    ctx = _edited_system(store, stable=stable)
     ctx.save()
     state = ctx.state()
     assert state["context_edits"][0] == {
@@ -188,10 +195,12 @@ def test_setting_new_edits_starts_their_boundary_again() -> None:
         ("cleared_through", "3", "state['cleared_through'] is '3', expected int"),
         ("cleared_through", -1, "state['cleared_through'] is -1"),
         ("cleared_through", 10**6, "state['cleared_through'] is 1000000"),
+        ("thinking_through", 13, "state['thinking_through'] is 13, expected 0 to 12"),
+        ("thinking_through", None, "state['thinking_through'] is None, expected int"),
     ],
 )
 def test_a_bad_saved_edit_is_a_state_error_naming_it(key: str, value: object, named: str) -> None:
-    ctx = _edited_system(DictStorage())
+    ctx = _edited_system(DictStorage(), stable=True)
     ctx.save()
     before = ctx.storage.load_state()
     assert before is not None
@@ -346,3 +355,44 @@ def test_the_fit_is_planned_on_the_edited_window_and_never_over_the_budget(cache
         kept.append(len(ctx.pages))
     # Planned by what is sent, the edited window keeps more pages whole under the same budget.
     assert kept[1] > kept[0] + 5
+
+
+def _thinking_turn(n: int) -> list[Message]:
+    """Round ``n`` of an Anthropic agent that thinks before it answers."""
+    thought = {"type": "thinking", "thinking": f"thinking about {n}: " + "hmm " * 60, "signature": f"s{n}"}
+    return [
+        {"role": "user", "content": f"question {n}"},
+        {"role": "assistant", "content": [thought, {"type": "text", "text": f"answer {n}"}]},
+    ]
+
+
+def _thinking_pages(window: list[Message]) -> set[str]:
+    return {
+        m["content"][1]["text"]
+        for m in window
+        if m["role"] == "assistant" and isinstance(m["content"], list) and m["content"][0]["type"] == "thinking"
+    }
+
+
+@pytest.mark.parametrize("stable", [True, False])
+def test_cleared_thinking_moves_with_the_cuts_in_a_cache_stable_window(stable: bool) -> None:
+    ctx = memci.ContextSystem("s", active_pages=3, cache_stable=stable, context_edits=[ops.ClearThinking()])
+    requests, cuts = [], []
+    for n in range(1, 30):
+        first = ctx.pages[0].index if ctx.pages else 0
+        for m in _thinking_turn(n):
+            ctx.add(m)
+        requests.append(ctx.build_messages(sanitize=False))
+        cuts.append(ctx.pages[0].index != first)
+        ctx.end_round()
+        assert f"answer {n}" in _thinking_pages(requests[-1]), "the current turn keeps its thinking"
+    changed = [
+        i for i in range(1, len(requests)) if not _thinking_pages(requests[i - 1]) <= _thinking_pages(requests[i])
+    ]
+    report = memci.cost.measure(requests)
+    if stable:
+        assert changed, "thinking is cleared"
+        assert all(cuts[i] for i in changed), "only at a cut"
+        assert all(report.requests[i].reused == report.requests[i - 1].tokens for i in range(1, 29) if not cuts[i])
+    else:
+        assert len(changed) == len(requests) - 1, "the seed's rules: each new turn clears the one before"

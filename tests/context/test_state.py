@@ -302,9 +302,9 @@ def _mutations(state: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
 
 
 def edited() -> memci.ContextSystem:
-    """A system with context edits whose boundary has moved (the state holds both)."""
+    """A cache-stable system with context edits whose boundaries moved at its cut (the state holds them)."""
     edits = [ops.ClearToolUses(keep=1, exclude_tools=["never"]), ops.ClearThinking()]
-    ctx = make(active_pages=3, summarizer=FixedSummarizer(), context_edits=edits)
+    ctx = make(active_pages=2, cache_stable=True, summarizer=FixedSummarizer(), context_edits=edits)
     for n in range(1, 6):
         ctx.extend([user(f"Question {n}"), calling(f"call_{n}"), tool(f"call_{n}", "item " * 80), assistant("ok")])
         ctx.build_messages()

@@ -10,8 +10,10 @@ between two cuts the window's prefix is the same bytes request after request (wh
 reuses). When it moves, it moves as far as ``keep`` allows in one step, if the window is over the
 edit's ``trigger``. The open page is never cleared. A cleared page is edited and counted once
 (cached by index): what the edits save is arithmetic over those counts, so planning a window under
-``max_context_tokens`` counts nothing again. A :class:`~memci.ops.ClearThinking` is applied to the
-whole window at each build: what it clears changes only when a new turn with thinking starts.
+``max_context_tokens`` counts nothing again. A :class:`~memci.ops.ClearThinking` is applied at each
+build: with the seed's rules to the whole window; with a cache-stable window to the pages that were
+closed at the last cut (``thinking_through``) as one block, so what it clears changes only at a cut
+too (the turns after them keep their thinking until the next cut).
 """
 
 from __future__ import annotations
@@ -111,21 +113,45 @@ class WindowEdits:
     (``cleared_through``), and each cleared page as edited and counted once. ``page(index)`` reads
     an active page's messages; ``count`` counts a list of messages as the system counts its window."""
 
-    __slots__ = ("_cleared", "_count", "_page", "cleared_through", "clears", "edits")
+    __slots__ = ("_cleared", "_count", "_page", "at_cuts", "cleared_through", "clears", "edits", "thinking_through")
 
     def __init__(
         self,
         edits: Sequence[Edit],
         page: Callable[[int], list[Message]],
         count: Callable[[list[Message]], int],
-        cleared_through: int = 0,
+        *,
+        at_cuts: bool = False,
     ) -> None:
         self.edits = tuple(edits)
         self.clears = tuple(e for e in self.edits if isinstance(e, ops.ClearToolUses))
+        #: Whether the edits move only at the cuts of a cache-stable window (:meth:`moved`).
+        self.at_cuts = at_cuts
         #: Pages with an index up to this one have their tool uses cleared (0: none).
-        self.cleared_through = cleared_through
+        self.cleared_through = 0
+        #: With ``at_cuts``: the pages a ``ClearThinking`` applies to, up to this index (0: none).
+        self.thinking_through = 0
         self._page, self._count = page, count
         self._cleared: dict[int, _ClearedPage] = {}
+
+    @property
+    def clears_thinking(self) -> bool:
+        return any(isinstance(e, ops.ClearThinking) for e in self.edits)
+
+    def moved(self, through: int, indices: Sequence[int]) -> None:
+        """The edits move (at a cut, or at each build with the seed's rules): the tool uses of
+        pages up to ``through`` are cleared; with ``at_cuts``, a ``ClearThinking`` applies to the
+        pages of ``indices`` that are closed now, until the next move."""
+        self.cleared_through = through
+        if self.at_cuts and indices:
+            self.thinking_through = indices[-1] - 1
+
+    def popped(self, index: int) -> None:
+        """Page ``index`` went (its only message popped): the page before is the open one again,
+        never cleared, and it may change."""
+        self.forget_from(index - 1)
+        self.cleared_through = min(self.cleared_through, index - 2)
+        self.thinking_through = min(self.thinking_through, index - 2)
 
     def through(self, indices: Sequence[int]) -> int:
         """The boundary as it applies to active pages ``indices``: never the last (open) page."""
@@ -200,18 +226,25 @@ class WindowEdits:
         first) with the edits applied: the pages up to the boundary cleared (copies of their cached
         edits), then each ``ClearThinking`` over the pages together (a turn's thinking is cleared by
         the turns after it). If ``pages`` are not the window's tail, the tail they would cover is
-        edited by ``ClearThinking`` alone. O(window)."""
+        edited by ``ClearThinking`` alone. With ``at_cuts``, ``ClearThinking`` applies to the pages
+        up to ``thinking_through`` together. O(window)."""
         start = len(window) - sum(len(msgs) for _, msgs in pages)
         tail = window[start:]
+        block = len(tail)  # what ClearThinking applies to: the first `block` messages of the tail
         if tail == [m for _, msgs in pages for m in msgs]:
             through = self.through([index for index, _ in pages])
             tail = []
             for index, msgs in pages:
                 cleared = index <= through and self.clears
                 tail += copy.deepcopy(self._cleared_page(index, msgs).edited) if cleared else msgs
+                if self.at_cuts and index <= self.thinking_through:
+                    block = len(tail)
+            if self.at_cuts and (not pages or pages[0][0] > self.thinking_through):
+                block = 0
         for edit in self.edits:
-            if isinstance(edit, ops.ClearThinking):
-                tail = _edited(tail, edit)
+            if isinstance(edit, ops.ClearThinking) and block:
+                edited = _edited(tail[:block], edit)
+                tail, block = edited + tail[block:], len(edited)
         return window[:start] + tail
 
 

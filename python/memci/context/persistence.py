@@ -89,6 +89,7 @@ class Persistent(SystemParts):
             self._shown.saved() if self._cuts.cache_stable else None,
             self._edits.edits,
             self._edits.cleared_through if self._edits.clears else 0,
+            self._edits.thinking_through if self._edits.clears_thinking else 0,
         )
 
     def state(self) -> dict[str, Any]:
@@ -202,6 +203,7 @@ class Persistent(SystemParts):
             self._archive.dropped[gone.index] = gone
         self._shown.restore(saved.stable_contents)
         self._edits.cleared_through = saved.cleared_through
+        self._edits.thinking_through = saved.thinking_through
         self._search.extend(self._search_texts(self._log.pages(self._log.held())))
 
     def _search_texts(self, pages: Iterable[tuple[int, dict[str, Any]]]) -> Iterable[tuple[int, str, bytes | None]]:
@@ -280,7 +282,7 @@ class Persistent(SystemParts):
         if context_edits is not None:
             edits = checked_edits(context_edits)
             if edits != saved.context_edits:
-                saved = dataclasses.replace(saved, context_edits=edits, cleared_through=0)
+                saved = dataclasses.replace(saved, context_edits=edits, cleared_through=0, thinking_through=0)
         return cls._build(saved, storage, summarizer, counter, thinking=thinking, embedder=embedder)
 
     @classmethod

@@ -51,7 +51,8 @@ class SavedState:
     in a state saved before they existed); ``stable_contents`` is the contents page as written at
     the last cut (``""``: none; None: not saved, taken from the entries). ``context_edits`` are the
     edits applied to each window built, ``cleared_through`` the boundary of the pages their
-    ``ClearToolUses`` clear (both written only when set: a state without them has none)."""
+    ``ClearToolUses`` clear and, in a cache-stable window, ``thinking_through`` the last page a
+    ``ClearThinking`` applies to (each written only when set: a state without them has none)."""
 
     round: int
     next_index: int
@@ -74,6 +75,7 @@ class SavedState:
     stable_contents: str | None = None
     context_edits: tuple[Edit, ...] = ()
     cleared_through: int = 0
+    thinking_through: int = 0
 
     @property
     def pages_through(self) -> int:
@@ -131,8 +133,9 @@ class SavedState:
         keys: dict[str, Any] = {}
         if self.context_edits:
             keys["context_edits"] = edits_to_state(self.context_edits)
-        if self.cleared_through:
-            keys["cleared_through"] = self.cleared_through
+        for key in ("cleared_through", "thinking_through"):
+            if getattr(self, key):
+                keys[key] = getattr(self, key)
         return keys
 
     @classmethod
@@ -186,7 +189,7 @@ class SavedState:
             _unsaved(state.get(UNSAVED_PAGES, [])),
             *_cut_settings(state),
             edits_from_state(state.get("context_edits", [])),
-            _field(state, "cleared_through", int) if "cleared_through" in state else 0,
+            *(_field(state, key, int) if key in state else 0 for key in ("cleared_through", "thinking_through")),
         )
         if state.get("pages_through", saved.pages_through) != saved.pages_through:
             raise StateError(
@@ -205,7 +208,8 @@ class SavedState:
             _bounded(value, f"state[{key!r}]", least)
         _bounded(self.revision, "state['revision']", 0)
         _bounded(self.forgotten_through, "state['forgotten_through']", 0, self.pages_through)
-        _bounded(self.cleared_through, "state['cleared_through']", 0, max(0, self.next_index - 2))
+        for key in ("cleared_through", "thinking_through"):
+            _bounded(getattr(self, key), f"state[{key!r}]", 0, max(0, self.next_index - 2))
         indices = [index for index, _ in self.pages]
         if indices:
             _bounded(indices[0], "state['pages'][0]['index']", 1)

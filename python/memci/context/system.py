@@ -157,7 +157,6 @@ class ContextSystem(Persistent, Recalling):
         self._lock = SystemLock()
         self._round = 0
         self._window = _core.PageWindow()
-        self._edits = self._window_edits(edits)
         note = {"role": "system", "content": recall.system_note(tools)}
         prompt = system_message(system_prompt)
         self._has_prompt = prompt is not None
@@ -171,6 +170,7 @@ class ContextSystem(Persistent, Recalling):
         )
         self._cuts = CutPolicy.of(cache_stable, low_water, self._active_pages, self._max_context_tokens)
         self._shown = StableContents(self._cuts, self._archive.render, self._archive.tokens, self._tokens.text_message)
+        self._edits = self._window_edits(edits)
         self._search = PageSearch(embedder=checked_embedder(embedder, "ContextSystem"))
         # Pages up to this index were forgotten (clear(forget=True)); the next save deletes them.
         # (Pages archived since the last save are staged in the log: written with the next state, in
@@ -313,11 +313,12 @@ class ContextSystem(Persistent, Recalling):
         if archived and self._cuts.cache_stable:
             self._log_drops(self._archive.end_round(self._round))
             self._shown.freeze()
-            self._edits.cleared_through = self._planned_edits(self._shown.shown())
+            self._edits.moved(self._planned_edits(self._shown.shown()), self._window.page_indices())
 
-    def _window_edits(self, edits: Sequence[Edit], cleared_through: int = 0) -> WindowEdits:
-        """The context edits over this system's window, counted as the window is."""
-        return WindowEdits(edits, self._window.page, self._tokens.messages, cleared_through)
+    def _window_edits(self, edits: Sequence[Edit]) -> WindowEdits:
+        """The context edits over this system's window, counted as the window is, moving at the
+        cuts when the window is cache-stable."""
+        return WindowEdits(edits, self._window.page, self._tokens.messages, at_cuts=self._cuts.cache_stable)
 
     def _planned_edits(self, contents: str | None) -> int:
         """Where the context edits' boundary moves now (:meth:`WindowEdits.planned`), on the
@@ -354,9 +355,8 @@ class ContextSystem(Persistent, Recalling):
             window.undo_open(index)
             if len(messages) > 1:
                 window.open_page_at(index, messages[:-1])
-            else:  # the page before is the open one again: it is not cleared, and it may change
-                self._edits.forget_from(index - 1)
-                self._edits.cleared_through = min(self._edits.cleared_through, index - 2)
+            else:
+                self._edits.popped(index)
             log.debug(
                 "pop the last message of page %d in round %d",
                 index,
@@ -467,7 +467,7 @@ class ContextSystem(Persistent, Recalling):
             if self._cuts.cache_stable:
                 messages = self._assemble(self._shown.shown()) if limit is None else self._cut(limit)
             elif limit is None:
-                self._edits.cleared_through = self._planned_edits(self._archive.render())
+                self._edits.moved(self._planned_edits(self._archive.render()), self._window.page_indices())
                 messages = self._assemble(self._archive.render())
             else:
                 fitted = self._fit(limit, self._planned_edits(self._archive.render()))
@@ -513,7 +513,7 @@ class ContextSystem(Persistent, Recalling):
         held = Sent(self._tokens.without_oldest(self._window), saved)
         tokens = held[0] + self._tokens.contents(contents)
         if tokens <= budget:
-            self._edits.cleared_through = edits_through
+            self._edits.moved(edits_through, indices)
             return self._assemble(contents)
         prepared: list[tuple[Page, PageSummary, str]] = []
 
@@ -553,7 +553,7 @@ class ContextSystem(Persistent, Recalling):
         for gone in dropped:
             self._archive.drop(gone.index, self._round, gone.rule)
         self._log_drops(dropped)
-        self._edits.cleared_through = edits_through
+        self._edits.moved(edits_through, indices)
         return None
 
     def _cut(self, limit: int) -> list[Message]:
@@ -602,7 +602,7 @@ class ContextSystem(Persistent, Recalling):
             for gone in dropped:
                 self._archive.drop(gone.index, self._round, gone.rule)
             self._log_drops(dropped)
-            self._edits.cleared_through = through
+            self._edits.moved(through, indices)
         else:
             self._fit(limit, through)
             self._log_drops(self._archive.end_round(self._round))
