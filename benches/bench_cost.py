@@ -11,6 +11,9 @@ Anthropic's prices: read 0.1x, write 1.25x). Reported over rounds 10-59, as ``ex
 - ``memci-budget``: ``ContextSystem(system, max_context_tokens=6000)`` as it comes (cache-stable);
 - ``memci-stable-pages``: ``ContextSystem(system, cache_stable=True)`` (page counts, n = 5);
 - ``memci-seed-pages``: ``ContextSystem(system)``, the seed's per-round page rules;
+- ``memci-budget-edits``: ``memci-budget`` with ``context_edits=[ClearToolUses(keep=3)]`` (the
+  cleared tool uses move only at the cuts);
+- ``memci-stable-pages-edits``: ``memci-stable-pages`` with the same edit;
 - ``trim_to_tokens``: ``MessageArray.trim_to_tokens(6000)`` before every request (sliding);
 - ``lc-trim``: LangChain's ``trim_messages(max_tokens=6000, strategy="last")`` before every request;
 - ``lc-summarization``: LangChain's ``SummarizationMiddleware`` (trigger 6,000 tokens, keep 20
@@ -34,7 +37,7 @@ from typing import Any
 
 import memci
 import pytest
-from memci import cost, tokens
+from memci import cost, ops, tokens
 
 ROUNDS = 60
 FIRST_MEASURED = 10
@@ -262,6 +265,8 @@ PEERS: dict[str, Callable[[], Peer]] = {
     "memci-budget": lambda: _context_system(max_context_tokens=BUDGET),
     "memci-stable-pages": lambda: _context_system(cache_stable=True),
     "memci-seed-pages": _context_system,
+    "memci-budget-edits": lambda: _context_system(max_context_tokens=BUDGET, context_edits=[ops.ClearToolUses(keep=3)]),
+    "memci-stable-pages-edits": lambda: _context_system(cache_stable=True, context_edits=[ops.ClearToolUses(keep=3)]),
     "trim_to_tokens": _trim_to_tokens,
     "lc-trim": _lc_trim,
     "lc-summarization": _lc_summarization,
@@ -295,7 +300,7 @@ def test_cost(benchmark: Any, peer: str) -> None:
         max_tokens=most,
     )
     assert 0 <= report.reuse <= 1
-    if peer == "memci-budget":
+    if peer.startswith("memci-budget"):
         assert most <= BUDGET
 
 

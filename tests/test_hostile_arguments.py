@@ -588,6 +588,7 @@ CONSTRUCTION = {
     "cache_stable": "flag",
     "low_water": "fraction",
     "embedder": "embedder",
+    "context_edits": "context_edits",
 }
 LOADING = {
     "storage": "storage",
@@ -598,7 +599,7 @@ LOADING = {
 }
 #: The ways to make a ContextSystem, and the kinds of their arguments.
 CONSTRUCTORS: dict[str, dict[str, str]] = {
-    "__init__": {**CONSTRUCTION, "context_edits": "context_edits"},
+    "__init__": CONSTRUCTION,
     "load": LOADING,
     "open": CONSTRUCTION,
     "from_state": {"state": "context_state", **LOADING},

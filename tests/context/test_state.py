@@ -9,9 +9,21 @@ from typing import Any
 
 import memci
 import pytest
-from context_helpers import DictStorage, FixedSummarizer, assistant, interaction, make, run_rounds, user, words
+from context_helpers import (
+    DictStorage,
+    FixedSummarizer,
+    assistant,
+    calling,
+    interaction,
+    make,
+    run_rounds,
+    tool,
+    user,
+    words,
+)
 from hypothesis import given
 from hypothesis import strategies as st
+from memci import ops
 from memci.context.state import SavedState, dropped_records
 
 
@@ -289,9 +301,20 @@ def _mutations(state: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
     return st.lists(st.tuples(st.sampled_from(paths), replacements, st.booleans()), min_size=1, max_size=3).map(mutate)
 
 
+def edited() -> memci.ContextSystem:
+    """A cache-stable system with context edits whose boundaries moved at its cut (the state holds them)."""
+    edits = [ops.ClearToolUses(keep=1, exclude_tools=["never"]), ops.ClearThinking()]
+    ctx = make(active_pages=2, cache_stable=True, summarizer=FixedSummarizer(), context_edits=edits)
+    for n in range(1, 6):
+        ctx.extend([user(f"Question {n}"), calling(f"call_{n}"), tool(f"call_{n}", "item " * 80), assistant("ok")])
+        ctx.build_messages()
+        ctx.end_round()
+    return ctx
+
+
 @given(data=st.data())
 def test_a_mutated_state_loads_into_a_working_system_or_is_a_state_error(data: st.DataObject):
-    original = busy()
+    original = edited() if data.draw(st.booleans()) else busy()
     original.save()
     state = original.storage.load_state()
     assert state is not None

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 from memci.context import embedding
 from memci.context.async_summary import AsyncSummarizer, AsyncSummarizerFn, on_loop
 from memci.context.contents import ArchivePolicy, ContentsEntry, DroppedEntry, PageListing, RoundResult
+from memci.context.edits import Edit
 from memci.context.embedding import Embedder, checked_embedder
 from memci.context.page import Message, Page
 from memci.context.search import SearchHit
@@ -62,8 +63,8 @@ class AsyncContextSystem:
     ``AsyncRedisStorage``, ``ThreadedStorage``, your own) or any sync store; ``summarizer`` an async
     summarizer (``async def asummarize(page)``, or an ``async def`` ``str -> str``) or a sync one.
     The other options are :class:`~memci.ContextSystem`'s (``tools``, ``agent_tools``, ``active_pages``,
-    ``policy``, ``encoding``, ``max_context_tokens``, ``counter``, ``cache_stable``, ``low_water``).
-    Coroutines on one system are serialised by an :class:`asyncio.Lock`; the event loop is never
+    ``policy``, ``encoding``, ``max_context_tokens``, ``counter``, ``cache_stable``, ``low_water``,
+    ``context_edits``). Coroutines on one system are serialised by an :class:`asyncio.Lock`; the event loop is never
     blocked by the system's work.
     """
 
@@ -165,7 +166,7 @@ class AsyncContextSystem:
         """Load or create (:meth:`ContextSystem.open`): the system saved to ``storage``, continuing
         its conversation, or a new one on it if it holds no state; the settings given (``tools``,
         ``agent_tools``, ``active_pages``, ``policy``, ``encoding``, ``max_context_tokens``,
-        ``counter``, ``cache_stable``, ``low_water``) replace the saved ones. Nothing is written
+        ``counter``, ``cache_stable``, ``low_water``, ``context_edits``) replace the saved ones. Nothing is written
         until :meth:`save`."""
         ctx = cls._empty(storage, summarizer, embedder)
         store, fitted, embeds = ctx._store_for("open"), ctx._sync_summarizer, ctx._sync_embedder
@@ -355,6 +356,12 @@ class AsyncContextSystem:
     @property
     def low_water(self) -> float:
         return self._system.low_water
+
+    @property
+    def context_edits(self) -> tuple[Edit, ...]:
+        """The context edits applied to each window built (saved with the state, as in
+        :attr:`ContextSystem.context_edits`)."""
+        return self._system.context_edits
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Refused: a system bound to an event loop, a lock and a store's connection cannot be

@@ -15,7 +15,7 @@ from typing import Any
 from memci import _core, tokens
 from memci.tokens import Counter
 
-__all__ = ["SystemTokens"]
+__all__ = ["Sent", "SystemTokens"]
 
 
 class SystemTokens:
@@ -80,3 +80,18 @@ class _Recounted(Sequence[int]):
     def __getitem__(self, k: Any) -> Any:  # Sequence's overloads: an int (a slice is not used)
         kept = self._messages[: self._system_len] + self._messages[self._starts[k] :]
         return self._tokens.messages(kept)
+
+
+class Sent(Sequence[int]):
+    """Item k: ``held[k]`` (the window's tokens without its k oldest pages) less ``saved[k]`` (what
+    the context edits save on those pages): the window as it is sent. Lazy, so a caller's counter
+    still counts only the items read."""
+
+    def __init__(self, held: Sequence[int], saved: Sequence[int]) -> None:
+        self._held, self._saved = held, saved
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def __getitem__(self, k: Any) -> Any:  # Sequence's overloads: an int (a slice is not used)
+        return self._held[k] - self._saved[k]

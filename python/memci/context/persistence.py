@@ -21,6 +21,7 @@ from memci.context.agent_tools import checked_tools
 from memci.context.contents import ArchivePolicy
 from memci.context.counting import SystemTokens
 from memci.context.cuts import DEFAULT_LOW_WATER, CutPolicy, StableContents
+from memci.context.edits import Edit, WindowEdits, checked_edits
 from memci.context.embedding import Embedder, decode_vector
 from memci.context.page import ArchivedPage, Message
 from memci.context.parts import SystemParts
@@ -56,6 +57,7 @@ class Persistent(SystemParts):
     _tokens: SystemTokens
     _cuts: CutPolicy
     _shown: StableContents
+    _edits: WindowEdits
 
     if TYPE_CHECKING:  # the subclass's constructor (ContextSystem's), which open and _build call
 
@@ -85,6 +87,9 @@ class Persistent(SystemParts):
             self._cuts.cache_stable,
             self._cuts.low_water,
             self._shown.saved() if self._cuts.cache_stable else None,
+            self._edits.edits,
+            self._edits.cleared_through if self._edits.clears else 0,
+            self._edits.thinking_through if self._edits.clears_thinking else 0,
         )
 
     def state(self) -> dict[str, Any]:
@@ -197,6 +202,8 @@ class Persistent(SystemParts):
         for gone in saved.dropped:
             self._archive.dropped[gone.index] = gone
         self._shown.restore(saved.stable_contents)
+        self._edits.cleared_through = saved.cleared_through
+        self._edits.thinking_through = saved.thinking_through
         self._search.extend(self._search_texts(self._log.pages(self._log.held())))
 
     def _search_texts(self, pages: Iterable[tuple[int, dict[str, Any]]]) -> Iterable[tuple[int, str, bytes | None]]:
@@ -230,11 +237,13 @@ class Persistent(SystemParts):
         cache_stable: bool | None = None,
         low_water: float | None = None,
         embedder: Embedder | None = None,
+        context_edits: Iterable[Edit] | None = None,
     ) -> Self:
         """Load or create: the system saved to ``storage``, continuing its conversation, or a new
         one on it if it holds no state. Each setting given (not None) applies, replacing the saved
         one (your code's configuration wins: a new prompt, new agent tools, a new limit); each not
-        given keeps the saved value (or the constructor's default for a new system). The
+        given keeps the saved value (or the constructor's default for a new system). New
+        ``context_edits`` (other than the saved ones) start their boundary again. The
         summarizer and counter are code: pass them each time. Nothing is written until
         :meth:`save`."""
         state = checked_storage(storage).load_state()
@@ -254,6 +263,7 @@ class Persistent(SystemParts):
                 cache_stable=cache_stable,
                 low_water=DEFAULT_LOW_WATER if low_water is None else low_water,
                 embedder=embedder,
+                context_edits=context_edits,
             )
         overrides: dict[str, Any] = {
             "system_prompt": system_message(system_prompt),
@@ -269,6 +279,10 @@ class Persistent(SystemParts):
         saved = dataclasses.replace(
             SavedState.from_dict(state), **{k: v for k, v in overrides.items() if v is not None}
         )
+        if context_edits is not None:
+            edits = checked_edits(context_edits)
+            if edits != saved.context_edits:
+                saved = dataclasses.replace(saved, context_edits=edits, cleared_through=0, thinking_through=0)
         return cls._build(saved, storage, summarizer, counter, thinking=thinking, embedder=embedder)
 
     @classmethod
@@ -300,6 +314,7 @@ class Persistent(SystemParts):
                 cache_stable=saved.cache_stable,
                 low_water=saved.low_water,
                 embedder=embedder,
+                context_edits=saved.context_edits,
             )
         except (InvalidOperationError, InvalidMessageError, TypeError) as e:
             raise StateError(f"load: {e}") from None

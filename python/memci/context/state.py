@@ -15,6 +15,7 @@ from typing import Any
 
 from memci.context.contents import RULES, ArchivePolicy, ContentsEntry, DroppedEntry, Rule
 from memci.context.cuts import DEFAULT_LOW_WATER, checked_low_water
+from memci.context.edits import Edit, edits_from_state, edits_to_state
 from memci.context.page import ArchivedPage, Message
 from memci.errors import InvalidOperationError, PageError, StateError, shown
 from memci.storage.log import LOG_VERSION, Head
@@ -48,7 +49,10 @@ class SavedState:
     definitions; pages up to ``forgotten_through`` were forgotten (``clear(forget=True)``).
     ``cache_stable`` and ``low_water`` are the cut settings (None: the default for the limit, as
     in a state saved before they existed); ``stable_contents`` is the contents page as written at
-    the last cut (``""``: none; None: not saved, taken from the entries)."""
+    the last cut (``""``: none; None: not saved, taken from the entries). ``context_edits`` are the
+    edits applied to each window built, ``cleared_through`` the boundary of the pages their
+    ``ClearToolUses`` clear and, in a cache-stable window, ``thinking_through`` the last page a
+    ``ClearThinking`` applies to (each written only when set: a state without them has none)."""
 
     round: int
     next_index: int
@@ -69,6 +73,9 @@ class SavedState:
     cache_stable: bool | None = None
     low_water: float = DEFAULT_LOW_WATER
     stable_contents: str | None = None
+    context_edits: tuple[Edit, ...] = ()
+    cleared_through: int = 0
+    thinking_through: int = 0
 
     @property
     def pages_through(self) -> int:
@@ -105,6 +112,7 @@ class SavedState:
             "contents": [e.to_dict() for e in self.contents],
             "dropped": dropped_text(self.dropped),
             **self._cut_keys(),
+            **self._edit_keys(),
         }
 
     def _cut_keys(self) -> dict[str, Any]:
@@ -117,6 +125,17 @@ class SavedState:
             keys["low_water"] = self.low_water
         if self.stable_contents is not None:
             keys["stable_contents"] = self.stable_contents
+        return keys
+
+    def _edit_keys(self) -> dict[str, Any]:
+        """The context edits and their boundary, when there are any (a state of a system without
+        edits is written as it was before they were saved)."""
+        keys: dict[str, Any] = {}
+        if self.context_edits:
+            keys["context_edits"] = edits_to_state(self.context_edits)
+        for key in ("cleared_through", "thinking_through"):
+            if getattr(self, key):
+                keys[key] = getattr(self, key)
         return keys
 
     @classmethod
@@ -169,6 +188,8 @@ class SavedState:
             head.forgotten_through,
             _unsaved(state.get(UNSAVED_PAGES, [])),
             *_cut_settings(state),
+            edits_from_state(state.get("context_edits", [])),
+            *(_field(state, key, int) if key in state else 0 for key in ("cleared_through", "thinking_through")),
         )
         if state.get("pages_through", saved.pages_through) != saved.pages_through:
             raise StateError(
@@ -187,6 +208,8 @@ class SavedState:
             _bounded(value, f"state[{key!r}]", least)
         _bounded(self.revision, "state['revision']", 0)
         _bounded(self.forgotten_through, "state['forgotten_through']", 0, self.pages_through)
+        for key in ("cleared_through", "thinking_through"):
+            _bounded(getattr(self, key), f"state[{key!r}]", 0, max(0, self.next_index - 2))
         indices = [index for index, _ in self.pages]
         if indices:
             _bounded(indices[0], "state['pages'][0]['index']", 1)

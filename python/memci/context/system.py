@@ -31,7 +31,7 @@ from memci.context.contents import (
     DroppedEntry,
     RoundResult,
 )
-from memci.context.counting import SystemTokens
+from memci.context.counting import Sent, SystemTokens
 from memci.context.cuts import DEFAULT_LOW_WATER, CutPolicy, StableContents, fewest_to_cut
 from memci.context.edits import Edit, WindowEdits, checked_edits
 from memci.context.embedding import Embedder, checked_embedder
@@ -129,8 +129,7 @@ class ContextSystem(Persistent, Recalling):
         (:class:`~memci.PageSearch`); code too, passed again to :meth:`load`. Default None: BM25
         alone. ``context_edits``: :class:`memci.ops.ClearToolUses` /
         :class:`~memci.ops.ClearThinking` applied to each window built, never to the pages stored
-        (see :mod:`memci.context.edits`); configuration too: set :attr:`context_edits` again on a
-        loaded system."""
+        (see :mod:`memci.context.edits`); saved with the state like the other settings."""
         if tools is None:
             tools = "openai"
         if tools not in recall.FORMATS:
@@ -149,7 +148,7 @@ class ContextSystem(Persistent, Recalling):
         )
         self._encoding = encoding
         self._tokens = SystemTokens(encoding, counter, thinking)
-        self._edits = WindowEdits(checked_edits(context_edits))
+        edits = checked_edits(context_edits)
         #: What was passed (code, not state): copies and pickles carry these.
         self._summarizer_arg, self._counter = summarizer, counter
         self._summarizer = as_summarizer(summarizer)
@@ -171,6 +170,7 @@ class ContextSystem(Persistent, Recalling):
         )
         self._cuts = CutPolicy.of(cache_stable, low_water, self._active_pages, self._max_context_tokens)
         self._shown = StableContents(self._cuts, self._archive.render, self._archive.tokens, self._tokens.text_message)
+        self._edits = self._window_edits(edits)
         self._search = PageSearch(embedder=checked_embedder(embedder, "ContextSystem"))
         # Pages up to this index were forgotten (clear(forget=True)); the next save deletes them.
         # (Pages archived since the last save are staged in the log: written with the next state, in
@@ -308,11 +308,25 @@ class ContextSystem(Persistent, Recalling):
         return RoundResult(self._round, tuple(dropped), self._shown.shown_tokens())
 
     def _after_cut(self, archived: Sequence[object]) -> None:
-        """After pages left a cache-stable window (a cut): the archive rules run, and the contents
-        page is rewritten, once for the cut."""
+        """After pages left a cache-stable window (a cut): the archive rules run, the contents
+        page is rewritten and the context edits' boundary may move, once for the cut."""
         if archived and self._cuts.cache_stable:
             self._log_drops(self._archive.end_round(self._round))
             self._shown.freeze()
+            self._edits.moved(self._planned_edits(self._shown.shown()), self._window.page_indices())
+
+    def _window_edits(self, edits: Sequence[Edit]) -> WindowEdits:
+        """The context edits over this system's window, counted as the window is, moving at the
+        cuts when the window is cache-stable."""
+        return WindowEdits(edits, self._window.page, self._tokens.messages, at_cuts=self._cuts.cache_stable)
+
+    def _planned_edits(self, contents: str | None) -> int:
+        """Where the context edits' boundary moves now (:meth:`WindowEdits.planned`), on the
+        window as it is with ``contents`` as its contents page; from the counts the window holds."""
+        if not self._edits.clears:
+            return self._edits.cleared_through
+        tokens = self._tokens.without_oldest(self._window)[0] + self._tokens.contents(contents)
+        return self._edits.planned(self._window.page_indices(), tokens)
 
     def _log_drops(self, dropped: Iterable[DroppedEntry]) -> None:
         for gone in dropped:
@@ -341,6 +355,8 @@ class ContextSystem(Persistent, Recalling):
             window.undo_open(index)
             if len(messages) > 1:
                 window.open_page_at(index, messages[:-1])
+            else:
+                self._edits.popped(index)
             log.debug(
                 "pop the last message of page %d in round %d",
                 index,
@@ -450,8 +466,11 @@ class ContextSystem(Persistent, Recalling):
             limit = self._max_context_tokens
             if self._cuts.cache_stable:
                 messages = self._assemble(self._shown.shown()) if limit is None else self._cut(limit)
+            elif limit is None:
+                self._edits.moved(self._planned_edits(self._archive.render()), self._window.page_indices())
+                messages = self._assemble(self._archive.render())
             else:
-                fitted = None if limit is None else self._fit(limit)
+                fitted = self._fit(limit, self._planned_edits(self._archive.render()))
                 messages = self._assemble(self._archive.render()) if fitted is None else fitted
             if self._edits.edits:
                 messages = self._edited(messages)
@@ -462,19 +481,21 @@ class ContextSystem(Persistent, Recalling):
     def _edited(self, window: list[Message]) -> list[Message]:
         """``window`` with the context edits applied to its pages (``memci.context.edits``)."""
         pages = [(i, self._window.page(i)) for i in self._window.page_indices()]
-        return self._edits.apply_to(window, pages, self._tokens.messages)
+        return self._edits.apply_to(window, pages)
 
     @property
     def context_edits(self) -> tuple[Edit, ...]:
-        """The context edits applied to each window built (configuration: set it on a loaded system)."""
+        """The context edits applied to each window built (saved with the state; setting new ones
+        starts their boundary again: nothing is cleared until it next moves)."""
         return self._edits.edits
 
     @context_edits.setter
     def context_edits(self, edits: Iterable[Edit] | None) -> None:
+        checked = checked_edits(edits)
         with self._lock:
-            self._edits = WindowEdits(checked_edits(edits))
+            self._edits = self._window_edits(checked)
 
-    def _fit(self, limit: int) -> list[Message] | None:
+    def _fit(self, limit: int, edits_through: int) -> list[Message] | None:
         """Make the window and the tool definitions fit ``limit`` (``max_context_tokens``): archive
         the oldest active pages (never the open one), the fewest that make it fit, applying the
         contents cap (LRU) to the contents page as they join it; if archiving every page but the
@@ -482,14 +503,18 @@ class ContextSystem(Persistent, Recalling):
         ``"lru"``). Everything is planned on copies and committed only once it fits. Returns the
         window when it fitted as it was (None once it changed: it must be assembled again).
         Planning is arithmetic: the window's tokens without its k oldest pages come from the
-        counts it holds (:meth:`SystemTokens.without_oldest`), plus the planned contents page."""
+        counts it holds (:meth:`SystemTokens.without_oldest`), less what the context edits save
+        with their boundary at ``edits_through`` (committed with the plan), plus the planned
+        contents page: the window is planned as it is sent."""
         budget = limit - self._tool_tokens
         contents = self._archive.render()
-        held = self._tokens.without_oldest(self._window)
+        indices = self._window.page_indices()
+        saved = self._edits.savings(indices, edits_through)
+        held = Sent(self._tokens.without_oldest(self._window), saved)
         tokens = held[0] + self._tokens.contents(contents)
         if tokens <= budget:
+            self._edits.moved(edits_through, indices)
             return self._assemble(contents)
-        indices = self._window.page_indices()
         prepared: list[tuple[Page, PageSummary, str]] = []
 
         def plan() -> tuple[ArchiveChapter, list[DroppedEntry], int]:
@@ -528,6 +553,7 @@ class ContextSystem(Persistent, Recalling):
         for gone in dropped:
             self._archive.drop(gone.index, self._round, gone.rule)
         self._log_drops(dropped)
+        self._edits.moved(edits_through, indices)
         return None
 
     def _cut(self, limit: int) -> list[Message]:
@@ -537,12 +563,18 @@ class ContextSystem(Persistent, Recalling):
         of them too, never the open one), runs the archive rules and, if the window is still above
         low water, drops contents entries least recently recalled first (rule ``"lru"``); then the
         contents page is rewritten. If that is over the budget, :meth:`_fit` archives the fewest
-        pages that make it fit (raising, with nothing changed, if nothing can). Planned on copies."""
+        pages that make it fit (raising, with nothing changed, if nothing can). Planned on copies,
+        on the window as it is sent: the context edits' boundary moves first, at the cut (it moves
+        only at cuts), and what the cleared pages save is taken off the held counts."""
         budget = limit - self._tool_tokens
-        held = self._tokens.without_oldest(self._window)
-        if held[0] + self._tokens.contents(self._shown.shown()) <= budget:
-            return self._assemble(self._shown.shown())
         indices = self._window.page_indices()
+        unedited = self._tokens.without_oldest(self._window)
+        saved = self._edits.savings(indices, self._edits.through(indices))
+        if unedited[0] - saved[0] + self._tokens.contents(self._shown.shown()) <= budget:
+            return self._assemble(self._shown.shown())
+        through = self._planned_edits(self._shown.shown())
+        saved = self._edits.savings(indices, through)
+        held = Sent(unedited, saved)
         prepared: list[tuple[Page, PageSummary, str]] = []
 
         def plan(k: int) -> tuple[ArchiveChapter, list[DroppedEntry], int]:
@@ -570,8 +602,9 @@ class ContextSystem(Persistent, Recalling):
             for gone in dropped:
                 self._archive.drop(gone.index, self._round, gone.rule)
             self._log_drops(dropped)
+            self._edits.moved(through, indices)
         else:
-            self._fit(limit)
+            self._fit(limit, through)
             self._log_drops(self._archive.end_round(self._round))
         self._shown.freeze()
         return self._assemble(self._shown.shown())
@@ -579,7 +612,9 @@ class ContextSystem(Persistent, Recalling):
     def token_count(self) -> int:
         """Tokens of :meth:`build_messages` (without sanitizing), in the system's encoding."""
         with self._lock:
-            return self._tokens.without_oldest(self._window)[0] + self._tokens.contents(self._shown.shown())
+            indices = self._window.page_indices()
+            saved = self._edits.savings(indices, self._edits.through(indices))[0]
+            return self._tokens.without_oldest(self._window)[0] - saved + self._tokens.contents(self._shown.shown())
 
     def count_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """Tokens of ``messages`` in the system's encoding (or by its ``counter``)."""
