@@ -154,6 +154,36 @@ def test_vectors_survive_a_reload_on_the_async_stores(kind: str, tmp_path: Path)
         assert assert_vectors_are_their_pages(sync, HashingEmbedder()) == 3
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "threaded-directory"])
+def test_an_old_async_store_is_embedded_once_ever(kind: str, tmp_path: Path) -> None:
+    def open_store() -> Any:
+        if kind == "sqlite":
+            return AsyncSqliteStorage(tmp_path / "a.db")
+        return ThreadedStorage(memci.DirectoryStorage(tmp_path / "dir"))
+
+    async def load_and_search(query: str) -> list[list[str]]:
+        store = open_store()
+        embedder = AsyncHashingEmbedder()
+        loaded = await memci.AsyncContextSystem.load(store, embedder=embedder)
+        await loaded.search(query)
+        await loaded.save()
+        await store.close()
+        return embedder.calls
+
+    async def main() -> None:
+        store = open_store()
+        ctx = memci.AsyncContextSystem("sys", active_pages=1, storage=store)  # written without vectors
+        for n in range(1, 5):
+            await ctx.add({"role": "user", "content": f"question {n} about topic{n}"})
+            await ctx.end_round()
+        await ctx.save()
+        await store.close()
+        assert [len(call) for call in await load_and_search("topic1")] == [3, 1]
+        assert await load_and_search("topic2") == [["topic2"]]
+
+    asyncio.run(main())
+
+
 AGENT = textwrap.dedent(
     """
     import sys
