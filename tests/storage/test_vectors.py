@@ -126,12 +126,17 @@ def test_an_encrypted_old_store_saves_and_keeps_its_sealed_pages(tmp_path: Path)
     store.close()
 
 
+def open_async_store(kind: str, tmp_path: Path) -> Any:
+    """An async store of ``kind`` over the files in ``tmp_path`` (the same files each time)."""
+    if kind == "sqlite":
+        return AsyncSqliteStorage(tmp_path / "a.db")
+    return ThreadedStorage(memci.DirectoryStorage(tmp_path / "dir"))
+
+
 @pytest.mark.parametrize("kind", ["sqlite", "threaded-directory"])
 def test_vectors_survive_a_reload_on_the_async_stores(kind: str, tmp_path: Path) -> None:
     def open_store() -> Any:
-        if kind == "sqlite":
-            return AsyncSqliteStorage(tmp_path / "a.db")
-        return ThreadedStorage(memci.DirectoryStorage(tmp_path / "dir"))
+        return open_async_store(kind, tmp_path)
 
     async def main() -> None:
         store = open_store()
@@ -157,9 +162,7 @@ def test_vectors_survive_a_reload_on_the_async_stores(kind: str, tmp_path: Path)
 @pytest.mark.parametrize("kind", ["sqlite", "threaded-directory"])
 def test_an_old_async_store_is_embedded_once_ever(kind: str, tmp_path: Path) -> None:
     def open_store() -> Any:
-        if kind == "sqlite":
-            return AsyncSqliteStorage(tmp_path / "a.db")
-        return ThreadedStorage(memci.DirectoryStorage(tmp_path / "dir"))
+        return open_async_store(kind, tmp_path)
 
     async def load_and_search(query: str) -> list[list[str]]:
         store = open_store()
