@@ -117,7 +117,7 @@ class Persistent(SystemParts):
                 forgotten_through=saved.forgotten_through,
                 amended=self._with_late_vectors({i: v for i, v in late.items() if i in live}),
             )
-            self._search.drop_late_vectors(late)
+            self._search.drop_late_vectors(list(late))
 
     def _with_late_vectors(self, late: dict[int, bytes]) -> list[dict[str, Any]]:
         """The stored pages of ``late`` (vectors search made for pages loaded without one) with

@@ -200,8 +200,11 @@ class PageSearch:
         return dict(self._late)
 
     def drop_late_vectors(self, pages: Iterable[int]) -> None:
-        """Forget that the vectors of ``pages`` were made late (their owner stored them)."""
-        for page in pages:
+        """Forget that the vectors of ``pages`` (page indices) were made late: their owner stored
+        them. All-or-nothing: every index is checked first."""
+        if isinstance(pages, str | bytes | dict) or not isinstance(pages, Iterable):
+            raise InvalidOperationError(f"pages must be a list of page indices, got {type(pages).__name__}")
+        for page in [_check_page_index(page) for page in pages]:
             self._late.pop(page, None)
 
     def search(self, query: str, k: int = 5) -> list[SearchHit]:
