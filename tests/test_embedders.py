@@ -92,6 +92,21 @@ def test_the_static_wordllama_model_loads_offline_and_ranks_paraphrases(monkeypa
     assert not embed([""]).any()
 
 
+def test_a_static_model_pools_every_token_and_no_padding(tmp_path: Any) -> None:
+    tokenizers = pytest.importorskip("tokenizers", reason="the static extra is not installed")
+    safetensors_numpy = pytest.importorskip("safetensors.numpy", reason="the static extra is not installed")
+    vocab = {"[PAD]": 0, "a": 1, "b": 2, "c": 3}
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[PAD]"))
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tokenizer.enable_padding(length=8, pad_id=0, pad_token="[PAD]")  # as a transformer's file may ask
+    tokenizer.enable_truncation(max_length=2)
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    matrix = np.array([[0, 0], [1, 0], [0, 1], [3, 3]], dtype=np.float32)
+    safetensors_numpy.save_file({"embedding.weight": matrix}, str(tmp_path / "w.safetensors"))
+    embed = StaticEmbedder(tmp_path / "tokenizer.json", tmp_path / "w.safetensors")
+    assert np.allclose(embed(["a b c", "a"]), [[4 / 3, 4 / 3], [1.0, 0.0]])  # all three tokens, no [PAD]
+
+
 def test_a_missing_static_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(__import__("sys").modules, "tokenizers", None)
     with pytest.raises(memci.MissingExtraError, match="'static' extra"):

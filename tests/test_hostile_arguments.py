@@ -425,6 +425,8 @@ OBJECTS: dict[str, tuple[Callable[[], Any], dict[str, dict[str, str]], Callable[
             "add": {"page_index": "page_index", "text": "text", "vector": "vector"},
             "embed": {"texts": "texts"},
             "embed_pending": {},
+            "late_vectors": {},
+            "drop_late_vectors": {"pages": "page_indices"},
             "extend": {"items": "search_items"},
             "search": {"query": "text", "k": "count"},
             "stored_vectors": {"texts": "texts"},

@@ -78,7 +78,8 @@ class AsyncOpenAIEmbedder(OpenAIEmbedder):
 class StaticEmbedder:
     """A static embedding model: each text is tokenized (a ``tokenizers`` JSON file) and its
     vector is the mean of its tokens' rows of a safetensors matrix (``tensor``), special tokens
-    left out. No network, no neural network: O(tokens * dim) numpy per text."""
+    left out, neither padded nor truncated whatever the tokenizer file asks. No network, no neural
+    network: O(tokens * dim) numpy per text."""
 
     def __init__(self, tokenizer: str | Path, weights: str | Path, *, tensor: str = "embedding.weight") -> None:
         with needs_extra("static", "StaticEmbedder"):
@@ -90,6 +91,10 @@ class StaticEmbedder:
             matrix = load_file(str(weights))[tensor]
         except (OSError, KeyError, Exception) as e:  # tokenizers and safetensors raise their own types
             raise InvalidOperationError(f"StaticEmbedder: cannot load {tokenizer} and {weights}: {e}") from None
+        # A tokenizer file made for a transformer may pad and truncate (to 128 tokens, say): a mean
+        # of token vectors wants neither the padding tokens nor a cut text.
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
         self.matrix: npt.NDArray[np.float32] = np.asarray(matrix, dtype=np.float32)
         self.__name__ = f"StaticEmbedder({Path(weights).name})"
 

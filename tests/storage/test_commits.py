@@ -79,6 +79,18 @@ def test_a_committed_page_is_written_once(store: JsonStore) -> None:
     assert store.load_state() == state(2, 1)
 
 
+def test_a_committed_page_may_gain_the_vector_it_lacked_and_nothing_else(store: JsonStore) -> None:
+    store.save_state(state(1, 2), [page(1), page(2)])
+    with_vector = {**page(1), "vector": "AACAPw=="}
+    store.save_state(state(2, 2), [with_vector])  # a vector written back for a page stored without
+    assert store.get_page(1) == with_vector
+    for refused in ({**page(1), "vector": "AAAAQA=="}, {**page(2, "other"), "vector": "AACAPw=="}):
+        with pytest.raises(StorageError, match="already stored with other content"):
+            store.save_state(state(3, 2), [refused])  # another vector; another text with a vector
+    assert (store.get_page(1), store.get_page(2)) == (with_vector, page(2))
+    assert store.load_state() == state(2, 2)
+
+
 def test_an_orphan_above_the_stored_mark_is_replaced(store: JsonStore) -> None:
     store.save_state(state(1, 1), [page(1)])
     store.put_page(2, page(2, "from a run that died before its save"))

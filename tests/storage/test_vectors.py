@@ -1,7 +1,7 @@
 """Page vectors in every store (docs/storage.md, "Hybrid search"): a page's vector is stored in
 the page's own record, so it survives a reload on every store, sync and async, and a writer killed
 with SIGKILL mid-archive leaves every stored page with the vector of its own text; a store written
-without vectors loads and is embedded lazily, once."""
+without vectors loads, is embedded lazily, and its next save writes the vectors back: once, ever."""
 
 from __future__ import annotations
 
@@ -67,11 +67,12 @@ def test_vectors_survive_a_reload_on_every_store(opener: Opener, kind: str) -> N
         again.close()
 
 
-def test_a_store_written_without_vectors_is_embedded_lazily_once(opener: Opener) -> None:
+def test_a_store_written_without_vectors_is_embedded_once_ever(opener: Opener, kind: str) -> None:
     store: JsonStore = opener()
     ctx = memci.ContextSystem("sys", active_pages=2, storage=store)
     converse(ctx, 1, 5)
     ctx.save()
+    assert all("vector" not in store.get_page(i) for i in store.page_indices())  # type: ignore[operator]
     embedder = HashingEmbedder()
     loaded = memci.ContextSystem.load(store, embedder=embedder)
     assert embedder.calls == [], "loading embeds nothing"
@@ -79,19 +80,63 @@ def test_a_store_written_without_vectors_is_embedded_lazily_once(opener: Opener)
         loaded.search(query)
     assert [len(call) for call in embedder.calls] == [3, 1, 1, 1], "the old pages once, then each query"
     converse(loaded, 6, 6)
-    loaded.save()
-    page = store.get_page(4)
-    assert page is not None
-    assert "vector" in page
+    loaded.save()  # page 4 archived with its vector; pages 1-3 get theirs written back
+    if kind != "memory":
+        store.close()
+        store = opener()
+    try:
+        assert assert_vectors_are_their_pages(store, HashingEmbedder()) == 4
+        second = HashingEmbedder()
+        again = memci.ContextSystem.load(store, embedder=second)
+        assert [h.page_index for h in again.search("word2", 1)] == [2]
+        again.save()
+        assert second.calls == [["word2"]], "the second load embeds nothing but the query"
+    finally:
+        store.close()
+
+
+def test_vectors_made_for_unsaved_pages_go_out_with_them(tmp_path: Path) -> None:
+    store = memci.SqliteStorage(tmp_path / "s.db")
+    ctx = memci.ContextSystem("sys", active_pages=2, storage=store)
+    converse(ctx, 1, 4)  # pages 1 and 2 archived, never saved: they travel in the state
+    embedder = HashingEmbedder()
+    taken = memci.ContextSystem.from_state(ctx.to_state(), store, embedder=embedder)
+    taken.search("topic1")
+    taken.save()
+    assert assert_vectors_are_their_pages(store, HashingEmbedder()) == 2
+    second = HashingEmbedder()
+    memci.ContextSystem.load(store, embedder=second).search("topic2")
+    assert second.calls == [["topic2"]]
     store.close()
+
+
+def test_an_encrypted_old_store_saves_and_keeps_its_sealed_pages(tmp_path: Path) -> None:
+    pytest.importorskip("cryptography")
+    key = bytes(range(32))
+    store = memci.EncryptedStorage(memci.SqliteStorage(tmp_path / "s.db"), key)
+    ctx = memci.ContextSystem("sys", active_pages=2, storage=store)
+    converse(ctx, 1, 4)
+    ctx.save()
+    loaded = memci.ContextSystem.load(store, embedder=HashingEmbedder())
+    loaded.search("topic1")
+    converse(loaded, 5, 5)
+    loaded.save()  # sealed bytes cannot be amended: the old pages stay as they were, the save lands
+    assert "vector" not in (store.get_page(1) or {})
+    assert "vector" in (store.get_page(3) or {})
+    store.close()
+
+
+def open_async_store(kind: str, tmp_path: Path) -> Any:
+    """An async store of ``kind`` over the files in ``tmp_path`` (the same files each time)."""
+    if kind == "sqlite":
+        return AsyncSqliteStorage(tmp_path / "a.db")
+    return ThreadedStorage(memci.DirectoryStorage(tmp_path / "dir"))
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "threaded-directory"])
 def test_vectors_survive_a_reload_on_the_async_stores(kind: str, tmp_path: Path) -> None:
     def open_store() -> Any:
-        if kind == "sqlite":
-            return AsyncSqliteStorage(tmp_path / "a.db")
-        return ThreadedStorage(memci.DirectoryStorage(tmp_path / "dir"))
+        return open_async_store(kind, tmp_path)
 
     async def main() -> None:
         store = open_store()
@@ -112,6 +157,34 @@ def test_vectors_survive_a_reload_on_the_async_stores(kind: str, tmp_path: Path)
     sync = memci.SqliteStorage(tmp_path / "a.db") if kind == "sqlite" else memci.DirectoryStorage(tmp_path / "dir")
     with sync:
         assert assert_vectors_are_their_pages(sync, HashingEmbedder()) == 3
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "threaded-directory"])
+def test_an_old_async_store_is_embedded_once_ever(kind: str, tmp_path: Path) -> None:
+    def open_store() -> Any:
+        return open_async_store(kind, tmp_path)
+
+    async def load_and_search(query: str) -> list[list[str]]:
+        store = open_store()
+        embedder = AsyncHashingEmbedder()
+        loaded = await memci.AsyncContextSystem.load(store, embedder=embedder)
+        await loaded.search(query)
+        await loaded.save()
+        await store.close()
+        return embedder.calls
+
+    async def main() -> None:
+        store = open_store()
+        ctx = memci.AsyncContextSystem("sys", active_pages=1, storage=store)  # written without vectors
+        for n in range(1, 5):
+            await ctx.add({"role": "user", "content": f"question {n} about topic{n}"})
+            await ctx.end_round()
+        await ctx.save()
+        await store.close()
+        assert [len(call) for call in await load_and_search("topic1")] == [3, 1]
+        assert await load_and_search("topic2") == [["topic2"]]
+
+    asyncio.run(main())
 
 
 AGENT = textwrap.dedent(

@@ -22,7 +22,7 @@ from memci.context.contents import ArchivePolicy
 from memci.context.counting import SystemTokens
 from memci.context.cuts import DEFAULT_LOW_WATER, CutPolicy, StableContents
 from memci.context.edits import Edit, WindowEdits, checked_edits
-from memci.context.embedding import Embedder, decode_vector
+from memci.context.embedding import Embedder, decode_vector, encode_vector
 from memci.context.page import ArchivedPage, Message
 from memci.context.parts import SystemParts
 from memci.context.search import message_texts, page_text
@@ -31,6 +31,7 @@ from memci.context.state import SavedState
 from memci.context.summary import Summarizer
 from memci.errors import InvalidMessageError, InvalidOperationError, StateError
 from memci.storage import Storage
+from memci.storage.json_store import VECTOR_KEY
 from memci.tokens import DEFAULT_ENCODING, DEFAULT_THINKING, Counter
 
 if TYPE_CHECKING:
@@ -113,7 +114,33 @@ class Persistent(SystemParts):
         redo the turn, save again."""
         with self._lock:
             saved = self._saved()
-            self._log.commit(saved.body(), pages_through=saved.pages_through, forgotten_through=saved.forgotten_through)
+            late = self._search.late_vectors()
+            live = range(saved.forgotten_through + 1, saved.pages_through + 1)
+            self._log.commit(
+                saved.body(),
+                pages_through=saved.pages_through,
+                forgotten_through=saved.forgotten_through,
+                amended=self._with_late_vectors({i: v for i, v in late.items() if i in live}),
+            )
+            self._search.drop_late_vectors(list(late))
+
+    def _with_late_vectors(self, late: dict[int, bytes]) -> list[dict[str, Any]]:
+        """The stored pages of ``late`` (vectors search made for pages loaded without one) with
+        their vector added, for the save to write back, so that a store written before vectors is
+        embedded once, ever; pages still staged take theirs in the stage. A page stored with a
+        vector of another dimension keeps it (a committed page may only gain a vector it lacks).
+        One batched read of those pages; O(their size)."""
+        staged = {page["index"] for page in self._log.staged}
+        amended = []
+        for index, page in self._log.pages(sorted(late)):
+            if VECTOR_KEY in page:
+                continue
+            with_vector = {**page, VECTOR_KEY: encode_vector(late[index])}
+            if index in staged:
+                self._log.stage(with_vector)
+            else:
+                amended.append(with_vector)
+        return amended
 
     # ---- loading -------------------------------------------------------------------------------------
 

@@ -78,7 +78,7 @@ class PageSearch:
     every other such page, in one call.
     """
 
-    __slots__ = ("_embedder", "_fusion", "_index", "_pending", "_vectors", "_weight")
+    __slots__ = ("_embedder", "_fusion", "_index", "_late", "_pending", "_vectors", "_weight")
 
     _index: _core.SearchIndex
 
@@ -103,6 +103,8 @@ class PageSearch:
         self._vectors = _core.VectorIndex()
         #: Pages indexed without their vector, by index: their texts, embedded at the next search.
         self._pending: dict[int, str] = {}
+        #: The vectors made for pages indexed without one, by index, until the owner has stored them.
+        self._late: dict[int, bytes] = {}
 
     def __len__(self) -> int:
         """The number of pages indexed."""
@@ -149,6 +151,7 @@ class PageSearch:
         self._index.add_many(checked)
         if self._embedder is not None:
             for page, text in checked:
+                self._late.pop(page, None)
                 if page in vectors:
                     self._pending.pop(page, None)
                 else:
@@ -186,8 +189,23 @@ class PageSearch:
         pages = list(self._pending)
         vectors = self.embed(list(self._pending.values()))
         self._vectors.add_many(pages, vectors.astype("<f4", copy=False).tobytes(), vectors.shape[1])
+        self._late.update(zip(pages, row_bytes(vectors), strict=True))
         self._pending.clear()
         return len(pages)
+
+    def late_vectors(self) -> dict[int, bytes]:
+        """The vectors :meth:`embed_pending` made (pages indexed without one), by page index, that
+        :meth:`drop_late_vectors` has not dropped: what an owner that stores pages writes back, so
+        that they are embedded once. A copy; O(those pages)."""
+        return dict(self._late)
+
+    def drop_late_vectors(self, pages: Iterable[int]) -> None:
+        """Forget that the vectors of ``pages`` (page indices) were made late: their owner stored
+        them. All-or-nothing: every index is checked first."""
+        if isinstance(pages, str | bytes | dict) or not isinstance(pages, Iterable):
+            raise InvalidOperationError(f"pages must be a list of page indices, got {type(pages).__name__}")
+        for page in [_check_page_index(page) for page in pages]:
+            self._late.pop(page, None)
 
     def search(self, query: str, k: int = 5) -> list[SearchHit]:
         """The ``k`` best pages for ``query``, best first (ties: lower index first). BM25 alone:

@@ -26,7 +26,15 @@ from typing import Any
 from memci._optional import needs_extra
 from memci.errors import ConflictError, StorageError, repr_of
 from memci.storage.async_protocol import async_pages_of
-from memci.storage.json_store import check_index, decode_page, decode_state, encode_page, encode_state, same_content
+from memci.storage.json_store import (
+    adds_vector,
+    check_index,
+    decode_page,
+    decode_state,
+    encode_page,
+    encode_state,
+    same_content,
+)
 from memci.storage.protocol import pages_of
 
 __all__ = ["AsyncEncryptedStorage", "EncryptedStorage", "Sealer"]
@@ -138,12 +146,18 @@ class Sealer:
         return decode_state(text, lambda: f"{where}: state")
 
     def same_page(self, index: int, record: dict[str, Any] | None, page: dict[str, Any]) -> bool:
-        """Whether the stored ``record`` holds ``page`` (sealed with any key, keys in any order)."""
+        """Whether the stored ``record`` holds ``page`` (sealed with any key, keys in any order), or
+        holds it without the search vector it adds: a sealed record cannot be amended in place (the
+        store beneath sees other bytes), so such a page keeps its record and its vector is not
+        written back."""
         try:
             opened = self.open_page(index, record, "")
         except StorageError:
             return False
-        return opened is not None and same_content(encode_page(index, opened), page)
+        if opened is None:
+            return False
+        text = encode_page(index, opened)
+        return same_content(text, page) or adds_vector(text, page)
 
 
 def _sealed_pages(sealer: Sealer, pages: Iterable[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:

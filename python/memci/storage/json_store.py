@@ -30,8 +30,10 @@ from memci.errors import ConflictError, StorageError, is_unicode, repr_of, shown
 
 __all__ = [
     "COMMIT_KEY",
+    "VECTOR_KEY",
     "Commit",
     "JsonStore",
+    "adds_vector",
     "check_index",
     "check_stored",
     "commit_ids_of",
@@ -368,13 +370,16 @@ class Commit:
     ) -> list[tuple[int, str]]:
         """The (index, text) of each page of this save that must be written, reading what is stored
         with ``read(index)``: not a committed page (at or below ``stored_mark``) stored already with
-        the same content; :class:`StorageError` if one holds other content. An orphan above the mark
-        is replaced."""
+        the same content; :class:`StorageError` if one holds other content, unless the page only
+        adds the :data:`VECTOR_KEY` the stored one lacks (:func:`adds_vector`), which replaces it.
+        An orphan above the mark is replaced."""
         writes = []
         for index, text, page in self.pages:
             existing = read(index)
             if existing is not None and index <= stored_mark:
-                if not same_content(existing, page):
+                if adds_vector(existing, page):
+                    writes.append((index, text))
+                elif not same_content(existing, page):
                     place = where(index)
                     raise StorageError(f"{place}: already stored with other content", place)
             elif existing is None or existing != text:
@@ -395,6 +400,26 @@ def same_content(stored_text: str | bytes, page: dict[str, Any]) -> bool:
     except (ValueError, UnicodeDecodeError):
         return False
     return _dumps(stored, canonical=True) == _dumps(page, canonical=True)
+
+
+#: The one key of a committed page that a later commit may add: the page's search vector (derived
+#: from the rest of the page), written back for a page stored before vectors were.
+VECTOR_KEY = "vector"
+
+
+def adds_vector(stored_text: str | bytes, page: dict[str, Any]) -> bool:
+    """Whether ``page`` is the stored page (its text ``stored_text``) with a :data:`VECTOR_KEY` it
+    lacked added, and nothing else changed (key order aside)."""
+    if VECTOR_KEY not in page:
+        return False
+    try:
+        stored = _loads(stored_text)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    if type(stored) is not dict or VECTOR_KEY in stored:
+        return False
+    rest = {key: value for key, value in page.items() if key != VECTOR_KEY}
+    return _dumps(stored, canonical=True) == _dumps(rest, canonical=True)
 
 
 def commit_of(state: Any, pages: Iterable[Any], trail: tuple[str, ...] = ()) -> Commit:

@@ -22,7 +22,7 @@ import bisect
 import copy
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -233,14 +233,21 @@ class PageLog:
         )
 
     def commit(
-        self, body: dict[str, Any], *, pages_through: int | None = None, forgotten_through: int | None = None
+        self,
+        body: dict[str, Any],
+        *,
+        pages_through: int | None = None,
+        forgotten_through: int | None = None,
+        amended: Iterable[dict[str, Any]] = (),
     ) -> dict[str, Any]:
         """Save the staged pages and the state (the next head, then ``body``) as one atomic commit,
         a compare-and-set on the revision: on :class:`~memci.ConflictError` (another writer saved
-        first) nothing is written and the log is as it was. The state written. O(state + pages)."""
+        first) nothing is written and the log is as it was. ``amended``: committed pages written
+        again with the search vector they were stored without (the one change a store takes to a
+        committed page). The state written. O(state + pages)."""
         head = self.next_head(pages_through, forgotten_through)
         state = head.state(body)
-        self.storage.save_state(state, self.staged)
+        self.storage.save_state(state, [*self.staged, *amended])
         self.head = head
         self._staged.clear()
         return state
