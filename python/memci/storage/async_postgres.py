@@ -9,7 +9,7 @@ wins and the other gets :class:`~memci.ConflictError`. Needs ``pip install 'memc
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -23,8 +23,11 @@ from memci.storage.postgres import (
     SELECT_PAGE,
     SELECT_PAGES,
     SELECT_STATE,
+    Done,
     PostgresTarget,
+    Query,
     Steps,
+    advance,
     answer_of,
     commit_steps,
     connect_timeout,
@@ -108,13 +111,15 @@ class AsyncPostgresStorage(PostgresTarget, AsyncJsonStore):
         except self._errors as e:
             raise StorageError(f"{self._place}: {what}: {e}", self._place) from e
 
-    async def _transaction(self, what: str, steps: Callable[[], Steps[T]]) -> T:
-        """Run ``steps()`` in one transaction, again on another connection when one fails (as the
-        sync store does), up to :data:`~memci.storage.json_store.COMMIT_ATTEMPTS` runs."""
+    async def _transaction(self, what: str, steps: Callable[[], Steps[T]], *, calls: bool = False) -> T:
+        """Run ``steps()`` in one transaction (``calls``: each statement a transaction of its own, as
+        the sync store's ``_run_calls``), again on another connection when one fails (as the sync
+        store does), up to :data:`~memci.storage.json_store.COMMIT_ATTEMPTS` runs."""
+        run = _run_calls if calls else _run_transaction
         for attempt in range(1, COMMIT_ATTEMPTS + 1):
             try:
                 async with self._pool.connection() as conn:
-                    return await _run_transaction(conn, steps)
+                    return await run(conn, steps)
             except self._unsure as e:
                 if attempt == COMMIT_ATTEMPTS:
                     raise StorageError(f"{self._place}: {what}: {e}", self._place) from e
@@ -141,7 +146,7 @@ class AsyncPostgresStorage(PostgresTarget, AsyncJsonStore):
 
     async def _commit(self, commit: Commit) -> None:
         await self._transaction(
-            "cannot save the state", lambda: commit_steps(self.namespace, commit, self.ttl, self._where)
+            "cannot save the state", lambda: commit_steps(self.namespace, commit, self.ttl, self._where), calls=True
         )
 
     async def _release(self) -> None:
@@ -165,17 +170,34 @@ class AsyncPostgresStorage(PostgresTarget, AsyncJsonStore):
 async def _run_transaction(conn: psycopg.AsyncConnection[Any], steps: Callable[[], Steps[T]]) -> T:
     """Run ``steps()`` in one transaction on ``conn``, in pipeline mode, as the sync store does."""
     async with conn.pipeline() as pipeline, conn.transaction():
-        generator = steps()
-        answers: list[Any] | None = None  # a generator starts on None
-        while True:
-            try:
-                batch = generator.send(answers)  # type: ignore[arg-type]
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
+
+        async def send(batch: list[Query]) -> list[Any]:
             cursors = [await conn.execute(query.sql, query.params) for query in batch]
             if any(query.answer for query in batch):
                 await pipeline.sync()
-            answers = [
-                (await cursor.fetchall()) if query.answer == "rows" else answer_of(cursor, query)
-                for cursor, query in zip(cursors, batch, strict=True)
-            ]
+            return [await _answer(cursor, query) for cursor, query in zip(cursors, batch, strict=True)]
+
+        return await _drive(steps(), send)
+
+
+async def _run_calls(conn: psycopg.AsyncConnection[Any], steps: Callable[[], Steps[T]]) -> T:
+    """Run ``steps()``, whose every batch is one statement, each a transaction of its own on ``conn``
+    (autocommit), as the sync store's ``_run_calls`` does."""
+
+    async def send(batch: list[Query]) -> list[Any]:
+        return [await _answer(await conn.execute(query.sql, query.params), query) for query in batch]
+
+    return await _drive(steps(), send)
+
+
+async def _answer(cursor: psycopg.AsyncCursor[Any], query: Query) -> Any:
+    """What ``query`` wants back from ``cursor`` (after its results arrived)."""
+    return (await cursor.fetchall()) if query.answer == "rows" else answer_of(cursor, query)
+
+
+async def _drive(steps: Steps[T], send: Callable[[list[Query]], Awaitable[list[Any]]]) -> T:
+    """Run ``steps``, each batch it yields through ``send`` (awaited), which returns its answers."""
+    batch = advance(steps, None)
+    while not isinstance(batch, Done):
+        batch = advance(steps, await send(batch))
+    return batch.value

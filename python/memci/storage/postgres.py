@@ -10,9 +10,10 @@ Tables (all prefixed ``memci_``, so the database may hold other tables too); eve
   marks a save is checked against copied into columns;
 - ``memci_expiry(namespace, expires_at)``: when a namespace written with a ``ttl`` expires.
 
-A save is one transaction that first takes the namespace's advisory lock (so writers of one
-conversation run one at a time and writers of others never wait), checks the revision, writes the
-pages, deletes the forgotten ones and replaces the state: of two processes saving over the same
+A save is one call of a function the store creates in the database (:data:`COMMIT_FUNCTION`,
+PL/pgSQL), one statement and so one round trip and one transaction: it takes the namespace's
+advisory lock (so writers of one conversation run one at a time and writers of others never wait),
+checks the revision, writes the pages, deletes the forgotten ones and replaces the state: of two processes saving over the same
 revision one wins and the other gets :class:`~memci.ConflictError`, and a process killed mid-save
 leaves the previous state. A save whose connection drops before its reply (was it committed?) is run
 again on another connection: it waits for the lock the lost one held, and finds its own commit id if
@@ -30,12 +31,12 @@ import weakref
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from memci._optional import needs_extra
 from memci.errors import StorageError, repr_of
 from memci.storage.arguments import check_name, check_seconds
-from memci.storage.json_store import Commit, JsonStore, settled
+from memci.storage.json_store import Commit, JsonStore, check_stored, settled
 
 if TYPE_CHECKING:
     import psycopg
@@ -43,9 +44,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SCHEMA_VERSION",
+    "Done",
     "PostgresStorage",
     "PostgresTarget",
     "Query",
+    "advance",
     "answer_of",
     "check_options",
     "commit_steps",
@@ -90,17 +93,80 @@ _PURGE_AND_MARKS = (
 _INSERT_PAGE_ONCE = (
     "INSERT INTO memci_pages (namespace, page_index, body) VALUES (%(ns)s, %(index)s, %(body)s) ON CONFLICT DO NOTHING"
 )
-_WRITE_PAGES = (
-    "INSERT INTO memci_pages (namespace, page_index, body) "
-    "SELECT %(ns)s, i, b FROM unnest(%(indices)s::bigint[], %(bodies)s::text[]) AS w(i, b) "
-    "ON CONFLICT (namespace, page_index) DO UPDATE SET body = excluded.body"
-)
-_FORGET_PAGES = "DELETE FROM memci_pages WHERE namespace = %(ns)s AND page_index <= %(through)s"
-_REPLACE_STATE = (
-    "INSERT INTO memci_state (namespace, revision, pages_through, forgotten_through, body) "
-    "VALUES (%(ns)s, %(revision)s, %(pages_through)s, %(forgotten_through)s, %(body)s) "
-    "ON CONFLICT (namespace) DO UPDATE SET revision = excluded.revision, pages_through = excluded.pages_through, "
-    "forgotten_through = excluded.forgotten_through, body = excluded.body"
+# A save, on the server: one statement, so one round trip and the COMMIT of its own (autocommit).
+# It locks the namespace (writers of one conversation take turns), purges it if it expired, and
+# checks the revision: over another it writes nothing and returns ('conflict', the stored revision,
+# the stored state), which the client tells apart from its own landed commit by the commit trail.
+# A committed page (at or below the stored mark) stored with other text, not listed in in_same,
+# writes nothing either and comes back as ('differs', ..., index, stored text): the client compares
+# the two as JSON (key order aside) and calls again with the same ones in in_same, or refuses.
+# Otherwise it deletes the forgotten pages, writes the new pages (an orphan above the mark
+# replaced, a committed page never), replaces the state, sets the expiry and returns ('done').
+# Versioned by its name: a new body is a new function, so older clients keep theirs.
+COMMIT_FUNCTION = "memci_commit_1"
+_CREATE_COMMIT_FUNCTION = f"""
+CREATE FUNCTION {COMMIT_FUNCTION}(
+    in_ns text, in_revision bigint, in_stored_revision bigint, in_pages_through bigint,
+    in_forgotten_through bigint, in_body text, in_indices bigint[], in_bodies text[], in_same bigint[],
+    in_ttl double precision
+) RETURNS TABLE (out_outcome text, out_revision bigint, out_index bigint, out_text text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_revision bigint;
+    v_mark bigint;
+    v_forgotten bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended(in_ns, 1701));
+    IF EXISTS (SELECT 1 FROM memci_expiry e WHERE e.namespace = in_ns AND e.expires_at <= now()) THEN
+        DELETE FROM memci_expiry e WHERE e.namespace = in_ns;
+        DELETE FROM memci_pages p WHERE p.namespace = in_ns;
+        DELETE FROM memci_state s WHERE s.namespace = in_ns;
+    END IF;
+    SELECT s.revision, s.pages_through, s.forgotten_through INTO v_revision, v_mark, v_forgotten
+        FROM memci_state s WHERE s.namespace = in_ns;
+    v_revision := coalesce(v_revision, 0);
+    v_mark := coalesce(v_mark, 0);
+    v_forgotten := coalesce(v_forgotten, 0);
+    IF in_revision IS NOT NULL AND in_revision <> v_revision + 1 THEN
+        RETURN QUERY SELECT 'conflict', v_revision, NULL::bigint,
+            (SELECT s.body FROM memci_state s WHERE s.namespace = in_ns);
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT 'differs', v_revision, p.page_index, p.body
+        FROM memci_pages p JOIN unnest(in_indices, in_bodies) AS w(i, b) ON p.page_index = w.i
+        WHERE p.namespace = in_ns AND p.page_index <= v_mark AND p.body <> w.b AND p.page_index <> ALL(in_same)
+        ORDER BY p.page_index;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+    IF in_forgotten_through > v_forgotten THEN
+        DELETE FROM memci_pages p WHERE p.namespace = in_ns AND p.page_index <= in_forgotten_through;
+    END IF;
+    INSERT INTO memci_pages AS p (namespace, page_index, body)
+        SELECT in_ns, w.i, w.b FROM unnest(in_indices, in_bodies) AS w(i, b)
+        ON CONFLICT (namespace, page_index) DO UPDATE SET body = excluded.body
+        WHERE p.page_index > v_mark AND p.body <> excluded.body;
+    INSERT INTO memci_state AS s (namespace, revision, pages_through, forgotten_through, body)
+        VALUES (in_ns, in_stored_revision, in_pages_through, in_forgotten_through, in_body)
+        ON CONFLICT (namespace) DO UPDATE SET revision = excluded.revision,
+            pages_through = excluded.pages_through, forgotten_through = excluded.forgotten_through,
+            body = excluded.body;
+    IF in_ttl IS NULL THEN
+        DELETE FROM memci_expiry e WHERE e.namespace = in_ns;
+    ELSE
+        INSERT INTO memci_expiry AS e (namespace, expires_at) VALUES (in_ns, now() + make_interval(secs => in_ttl))
+            ON CONFLICT (namespace) DO UPDATE SET expires_at = excluded.expires_at;
+    END IF;
+    RETURN QUERY SELECT 'done', v_revision, NULL::bigint, NULL::text;
+END
+$$"""
+# Made by the first store to open a database without it (under the schema lock); a store whose
+# role may not create functions finds it there.
+_HAS_COMMIT_FUNCTION = f"SELECT to_regproc('{COMMIT_FUNCTION}') IS NOT NULL"
+_CALL_COMMIT = (
+    f"SELECT out_outcome, out_revision, out_index, out_text FROM {COMMIT_FUNCTION}(%(ns)s, %(revision)s::bigint, "
+    "%(stored_revision)s::bigint, %(pages_through)s::bigint, %(forgotten_through)s::bigint, %(body)s::text, "
+    "%(indices)s::bigint[], %(bodies)s::text[], %(same)s::bigint[], %(ttl)s::double precision)"
 )
 # Each write sets the namespace's expiry from the writing store's ttl (None: it no longer expires).
 _SET_EXPIRY = (
@@ -135,11 +201,14 @@ Steps = Generator[list[Query], list[Any], T]
 def open_steps() -> Steps[int]:
     """Create the tables if missing (under a lock: many processes open at once) and return the
     stored schema version."""
-    (*_, rows) = yield [
+    (*_, rows, has_function) = yield [
         Query(_SCHEMA_LOCK, {}),
         *(Query(statement, {}) for statement in _SCHEMA),
         Query("SELECT version FROM memci_schema", {}, "rows"),
+        Query(_HAS_COMMIT_FUNCTION, {}, "rows"),
     ]
+    if not has_function[0][0]:
+        yield [Query(_CREATE_COMMIT_FUNCTION, {})]
     if not rows:
         yield [Query("INSERT INTO memci_schema (version) VALUES (%(v)s)", {"v": SCHEMA_VERSION})]
         return SCHEMA_VERSION
@@ -171,36 +240,41 @@ def insert_page_steps(namespace: str, index: int, text: str, ttl: float | None) 
 
 
 def commit_steps(namespace: str, commit: Commit, ttl: float | None, where: Callable[..., str]) -> Steps[None]:
-    """Carry out ``commit`` (one transaction, two round trips and the COMMIT): lock the namespace,
-    purge it if it expired, read its marks and the stored pages of the commit; check the revision
-    (a commit that finds itself stored is done); then forget, write the pages, replace the state."""
-    ns = {"ns": namespace}
-    indices = [index for index, _, _ in commit.pages]
-    _, marks, found = yield [
-        Query(_NAMESPACE_LOCK, ns),
-        Query(_PURGE_AND_MARKS, ns, "rows"),
-        Query(SELECT_PAGES, {**ns, "indices": indices}, "rows") if indices else Query("SELECT 1", {}),
-    ]
-    stored_revision, stored_mark, stored_forgotten = marks[0] if marks else (0, 0, 0)
-    if not commit.follows(stored_revision):
-        (rows,) = yield [Query(SELECT_STATE, ns, "rows")]
-        if commit.landed(rows[0][0] if rows else None):
-            return  # this very commit, applied before its reply was lost
-        commit.check(stored_revision, where)  # a ConflictError
-    existing: dict[int, str] = dict(found) if indices else {}
-    writes = commit.pages_to_write(stored_mark, existing.get, where)
-    batch = []
-    if commit.forgotten_through > stored_forgotten:
-        batch.append(Query(_FORGET_PAGES, {**ns, "through": commit.forgotten_through}))
-    if writes:
-        batch.append(Query(_WRITE_PAGES, {**ns, "indices": [i for i, _ in writes], "bodies": [t for _, t in writes]}))
-    state = {
-        "revision": commit.revision or 0,
+    """Carry out ``commit``: one call of the server's commit function (:data:`COMMIT_FUNCTION`), a
+    transaction of its own (one round trip, then the COMMIT). A conflict that finds this very commit
+    in the stored state's trail is done (its reply was lost before); another is a
+    :class:`~memci.ConflictError`. A committed page stored with other text is compared as JSON: the
+    same page (key order aside) is left as stored and the call made again, another is refused."""
+    same: list[int] = []
+    while True:
+        (rows,) = yield [Query(_CALL_COMMIT, _commit_params(namespace, commit, ttl, same), "rows")]
+        outcome, stored_revision = rows[0][0], rows[0][1]
+        if outcome == "done":
+            return
+        if outcome == "conflict":
+            if commit.landed(rows[0][3]):
+                return  # this very commit, applied before its reply was lost
+            commit.check(stored_revision, where)  # a ConflictError
+            raise AssertionError("unreachable")  # pragma: no cover
+        pages = {index: page for index, _, page in commit.pages}
+        for _, _, index, text in rows:  # 'differs': committed pages stored with other text
+            check_stored(text, pages[index], functools.partial(where, index))
+            same.append(index)
+
+
+def _commit_params(namespace: str, commit: Commit, ttl: float | None, same: list[int]) -> dict[str, Any]:
+    return {
+        "ns": namespace,
+        "revision": commit.revision,
+        "stored_revision": commit.revision or 0,
         "pages_through": commit.pages_through,
         "forgotten_through": commit.forgotten_through,
         "body": commit.state_text,
+        "indices": [index for index, _, _ in commit.pages],
+        "bodies": [text for _, text, _ in commit.pages],
+        "same": same,
+        "ttl": ttl,
     }
-    yield [*batch, Query(_REPLACE_STATE, {**ns, **state}), _expiry(namespace, ttl)]
 
 
 def check_options(namespace: object, ttl: object, timeout: object, pool_size: object) -> float | None:
@@ -353,13 +427,14 @@ class PostgresStorage(PostgresTarget, JsonStore):
         except self._errors as e:
             raise StorageError(f"{self._place}: {what}: {e}", self._place) from e
 
-    def _transaction(self, what: str, steps: Callable[[], Steps[T]]) -> T:
-        """Run ``steps()`` in one transaction; when its connection fails, again on another (the steps
-        recognise a commit that landed before its reply was lost)."""
+    def _transaction(self, what: str, steps: Callable[[], Steps[T]], *, calls: bool = False) -> T:
+        """Run ``steps()`` in one transaction (``calls``: each of its statements a transaction of its
+        own, :meth:`_run_calls`); when its connection fails, again on another (the steps recognise a
+        commit that landed before its reply was lost)."""
 
         def once() -> T:
             with self._pool.connection() as conn:
-                return self._run_transaction(conn, steps)
+                return (self._run_calls if calls else self._run_transaction)(conn, steps)
 
         try:
             return settled(once, self._unsure)
@@ -372,6 +447,14 @@ class PostgresStorage(PostgresTarget, JsonStore):
         batch, COMMIT with the last."""
         with conn.pipeline() as pipeline, conn.transaction():
             return _run(conn, pipeline, steps())
+
+    @staticmethod
+    def _run_calls(conn: psycopg.Connection[Any], steps: Callable[[], Steps[T]]) -> T:
+        """Run ``steps()``, whose every batch is one statement, each in a transaction of its own on
+        ``conn`` (autocommit): one round trip a statement, with no BEGIN or COMMIT to send."""
+        return _drive(
+            steps(), lambda batch: [answer_of(conn.execute(query.sql, query.params), query) for query in batch]
+        )
 
     def _insert_page_text(self, index: int, text: str) -> str | None:
         return self._transaction(
@@ -390,7 +473,9 @@ class PostgresStorage(PostgresTarget, JsonStore):
         return str(rows[0][0]) if rows else None
 
     def _commit(self, commit: Commit) -> None:
-        self._transaction("cannot save the state", lambda: commit_steps(self.namespace, commit, self.ttl, self._where))
+        self._transaction(
+            "cannot save the state", lambda: commit_steps(self.namespace, commit, self.ttl, self._where), calls=True
+        )
 
     def _release(self) -> None:
         if self._owns_pool:
@@ -410,16 +495,38 @@ class PostgresStorage(PostgresTarget, JsonStore):
 
 def _run(conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline, steps: Steps[T]) -> T:
     """Drive ``steps``: each batch sent at once, and waited for only when a query wants an answer."""
-    answers: list[Any] | None = None  # a generator starts on None
-    while True:
-        try:
-            batch = steps.send(answers)  # type: ignore[arg-type]
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+
+    def send(batch: list[Query]) -> list[Any]:
         cursors = [conn.execute(query.sql, query.params) for query in batch]
         if any(query.answer for query in batch):
             pipeline.sync()
-        answers = [answer_of(cursor, query) for cursor, query in zip(cursors, batch, strict=True)]
+        return [answer_of(cursor, query) for cursor, query in zip(cursors, batch, strict=True)]
+
+    return _drive(steps, send)
+
+
+def _drive(steps: Steps[T], send: Callable[[list[Query]], list[Any]]) -> T:
+    """Run ``steps``, each batch it yields through ``send``, which returns the batch's answers."""
+    batch = advance(steps, None)
+    while not isinstance(batch, Done):
+        batch = advance(steps, send(batch))
+    return batch.value
+
+
+@dataclass(frozen=True, slots=True)
+class Done(Generic[T]):
+    """What steps returned, once they yield no more batches."""
+
+    value: T
+
+
+def advance(steps: Steps[T], answers: list[Any] | None) -> list[Query] | Done[T]:
+    """The next batch ``steps`` yields, given the answers to the last one (None to start them), or
+    :class:`Done` with their value."""
+    try:
+        return steps.send(answers)  # type: ignore[arg-type]
+    except StopIteration as done:
+        return Done(done.value)
 
 
 def answer_of(cursor: Any, query: Query) -> Any:
