@@ -296,7 +296,10 @@ def test_pg_save(
         target.add(page)
         return (page,), {}
 
-    harness.measure(benchmark, target.save, setup, slow=harness.is_slow(request))
+    # A round is one save at any size; only LangGraph's (a checkpoint of the whole conversation)
+    # takes seconds at 10k. The 10k conversations are slow to fill, not to save into.
+    harness.measure(benchmark, target.save, setup, slow=harness.is_slow(request) and peer == "langgraph")
+    _record_p95(benchmark)
     assert target.load() > 0
 
 
@@ -307,6 +310,7 @@ def test_pg_load(
     harness.label(benchmark, "pg_load", peer, size)
     target = make(peer, size)
     read = harness.measure(benchmark, target.load, slow=harness.is_slow(request))
+    _record_p95(benchmark)
     n = generator.SIZES[size]
     stored = turns(n)
     if isinstance(target, Memci):  # the archived pages: the last few stay in the state's window
@@ -318,6 +322,15 @@ def test_pg_load(
         assert read > 0  # the window only
     else:
         assert read == sum(len(page["messages"]) for page in stored)
+
+
+def _record_p95(benchmark: Any) -> None:
+    """The 95th percentile of the timed rounds, in ``extra_info`` (pytest-benchmark reports the
+    median and quartiles, not it); nothing when untimed."""
+    stats = getattr(benchmark.stats, "stats", None) if benchmark.enabled else None
+    if stats is not None and stats.data:
+        ordered = sorted(stats.data)
+        benchmark.extra_info["p95_seconds"] = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
 
 
 def _table_bytes(dsn: str, tables: tuple[str, ...]) -> int:

@@ -9,7 +9,8 @@ wins and the other gets :class:`~memci.ConflictError`. Needs ``pip install 'memc
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,6 +35,7 @@ from memci.storage.postgres import (
     insert_page_steps,
     open_steps,
 )
+from memci.storage.postgres_tails import TailPlan
 
 if TYPE_CHECKING:
     import psycopg
@@ -140,14 +142,35 @@ class AsyncPostgresStorage(PostgresTarget, AsyncJsonStore):
         rows = await self._query("cannot list the pages", LIST_PAGES, {"ns": self.namespace})
         return [int(row[0]) for row in rows]
 
-    async def _read_state_text(self) -> str | None:
-        rows = await self._query("cannot read the state", SELECT_STATE, {"ns": self.namespace})
-        return str(rows[0][0]) if rows else None
-
     async def _commit(self, commit: Commit) -> None:
+        await self._save(commit, TailPlan(None))
+
+    async def _save(self, commit: Commit, tails: TailPlan) -> None:
         await self._transaction(
-            "cannot save the state", lambda: commit_steps(self.namespace, commit, self.ttl, self._where), calls=True
+            "cannot save the state",
+            lambda: commit_steps(self.namespace, commit, tails, self.ttl, self._where),
+            calls=True,
         )
+
+    async def save_state(self, state: dict[str, Any], pages: Iterable[dict[str, Any]] = ()) -> None:
+        """The sync store's :meth:`~memci.PostgresStorage.save_state`, awaited (the state checked and
+        encoded in a thread)."""
+
+        async def work() -> None:
+            commit, tails = await asyncio.to_thread(self._planned, state, list(pages))
+            await self._save(commit, tails)
+            self._saved(commit, tails)
+
+        await self._locked(work)
+
+    async def load_state(self) -> dict[str, Any] | None:
+        """The last state saved (its tails joined back), or None: one query."""
+
+        async def read() -> dict[str, Any] | None:
+            rows = await self._query("cannot read the state", SELECT_STATE, {"ns": self.namespace})
+            return await asyncio.to_thread(self._stored_state, rows)
+
+        return await self._locked(read)
 
     async def _release(self) -> None:
         if self._owns_pool and hasattr(self, "_pool"):

@@ -13,11 +13,14 @@ Tables (all prefixed ``memci_``, so the database may hold other tables too); eve
 A save is one call of a function the store creates in the database (:data:`COMMIT_FUNCTION`,
 PL/pgSQL), one statement and so one round trip and one transaction: it takes the namespace's
 advisory lock (so writers of one conversation run one at a time and writers of others never wait),
-checks the revision, writes the pages, deletes the forgotten ones and replaces the state: of two processes saving over the same
-revision one wins and the other gets :class:`~memci.ConflictError`, and a process killed mid-save
-leaves the previous state. A save whose connection drops before its reply (was it committed?) is run
-again on another connection: it waits for the lock the lost one held, and finds its own commit id if
-that one landed (no :class:`~memci.ConflictError`, nothing written twice).
+checks the revision, writes the pages, deletes the forgotten ones and replaces the state: of two
+processes saving over the same revision one wins and the other gets :class:`~memci.ConflictError`,
+and a process killed mid-save leaves the previous state. A save whose connection drops before its
+reply (was it committed?) is run again on another connection: it waits for the lock the lost one
+held, and finds its own commit id if that one landed (no :class:`~memci.ConflictError`, nothing
+written twice). A long text of the state that only grows (the dropped contents entries) is kept in
+``memci_state_tails(namespace, key, start, text)`` and a save appends its new end
+(:mod:`memci.storage.postgres_tails`), so a save writes what changed, not the whole history.
 
 The transactions are written once, as steps that yield queries (:class:`Query`), and run by the sync
 store here and by :class:`~memci.storage.AsyncPostgresStorage`. Needs ``pip install 'memci[postgres]'``.
@@ -28,7 +31,7 @@ from __future__ import annotations
 import functools
 import math
 import weakref
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
@@ -36,7 +39,8 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 from memci._optional import needs_extra
 from memci.errors import StorageError, repr_of
 from memci.storage.arguments import check_name, check_seconds
-from memci.storage.json_store import Commit, JsonStore, check_stored, settled
+from memci.storage.json_store import Commit, JsonStore, check_stored, commit_of, decode_stored_state, settled
+from memci.storage.postgres_tails import TailPlan, Tails
 
 if TYPE_CHECKING:
     import psycopg
@@ -58,8 +62,9 @@ __all__ = [
     "place_of",
 ]
 
-#: The layout version written into ``memci_schema``; a newer one is refused.
-SCHEMA_VERSION = 1
+#: The layout version written into ``memci_schema``; a newer one is refused. 2: the state's long
+#: texts in ``memci_state_tails`` (a schema 1 database is upgraded when opened: it has none).
+SCHEMA_VERSION = 2
 
 T = TypeVar("T")
 
@@ -70,6 +75,8 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS memci_state (namespace text PRIMARY KEY, revision bigint NOT NULL, "
     "pages_through bigint NOT NULL, forgotten_through bigint NOT NULL, body text NOT NULL)",
     "CREATE TABLE IF NOT EXISTS memci_expiry (namespace text PRIMARY KEY, expires_at timestamptz NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS memci_state_tails (namespace text NOT NULL, key text NOT NULL, start bigint NOT NULL, "
+    "text text NOT NULL, PRIMARY KEY (namespace, key, start))",
 )
 # Two processes creating the tables at once would race in the catalog: the first takes this lock.
 _SCHEMA_LOCK = "SELECT pg_advisory_xact_lock(7346193500542158171)"
@@ -81,12 +88,19 @@ SELECT_PAGES = (
     f"SELECT page_index, body FROM memci_pages WHERE namespace = %(ns)s AND page_index = ANY(%(indices)s) AND {_LIVE}"
 )
 LIST_PAGES = f"SELECT page_index FROM memci_pages WHERE namespace = %(ns)s AND {_LIVE} ORDER BY page_index"
-SELECT_STATE = f"SELECT body FROM memci_state WHERE namespace = %(ns)s AND {_LIVE}"
+# The state row and its tails (key, text, parts), in one query.
+SELECT_STATE = (
+    "SELECT s.body, coalesce((SELECT array_agg(ARRAY[g.key, g.text, g.parts::text]) FROM "
+    "(SELECT t.key, string_agg(t.text, '' ORDER BY t.start) AS text, count(*) AS parts FROM memci_state_tails t "
+    "WHERE t.namespace = s.namespace GROUP BY t.key) g), '{}') "
+    f"FROM memci_state s WHERE s.namespace = %(ns)s AND {_LIVE}"
+)
 # Deletes the namespace if it has expired (every write runs it first), and reads its marks.
 _PURGE_AND_MARKS = (
     "WITH gone AS (DELETE FROM memci_expiry WHERE namespace = %(ns)s AND expires_at <= now() RETURNING namespace), "
     "p AS (DELETE FROM memci_pages WHERE namespace IN (SELECT namespace FROM gone)), "
-    "s AS (DELETE FROM memci_state WHERE namespace IN (SELECT namespace FROM gone)) "
+    "s AS (DELETE FROM memci_state WHERE namespace IN (SELECT namespace FROM gone)), "
+    "t AS (DELETE FROM memci_state_tails WHERE namespace IN (SELECT namespace FROM gone)) "
     "SELECT revision, pages_through, forgotten_through FROM memci_state "
     "WHERE namespace = %(ns)s AND NOT EXISTS (SELECT 1 FROM gone)"
 )
@@ -108,7 +122,8 @@ _CREATE_COMMIT_FUNCTION = f"""
 CREATE FUNCTION {COMMIT_FUNCTION}(
     in_ns text, in_revision bigint, in_stored_revision bigint, in_pages_through bigint,
     in_forgotten_through bigint, in_body text, in_indices bigint[], in_bodies text[], in_same bigint[],
-    in_ttl double precision
+    in_ttl double precision, in_tail_keys text[], in_tail_after text, in_write_keys text[],
+    in_write_starts bigint[], in_write_texts text[]
 ) RETURNS TABLE (out_outcome text, out_revision bigint, out_index bigint, out_text text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -121,6 +136,7 @@ BEGIN
         DELETE FROM memci_expiry e WHERE e.namespace = in_ns;
         DELETE FROM memci_pages p WHERE p.namespace = in_ns;
         DELETE FROM memci_state s WHERE s.namespace = in_ns;
+        DELETE FROM memci_state_tails t WHERE t.namespace = in_ns;
     END IF;
     SELECT s.revision, s.pages_through, s.forgotten_through INTO v_revision, v_mark, v_forgotten
         FROM memci_state s WHERE s.namespace = in_ns;
@@ -139,6 +155,11 @@ BEGIN
     IF FOUND THEN
         RETURN;
     END IF;
+    IF 0 < ANY(in_write_starts) AND (SELECT s.body::json -> 'memci_commit' ->> 0 FROM memci_state s
+            WHERE s.namespace = in_ns) IS DISTINCT FROM in_tail_after THEN
+        RETURN QUERY SELECT 'stale', v_revision, NULL::bigint, NULL::text;
+        RETURN;
+    END IF;
     IF in_forgotten_through > v_forgotten THEN
         DELETE FROM memci_pages p WHERE p.namespace = in_ns AND p.page_index <= in_forgotten_through;
     END IF;
@@ -151,6 +172,10 @@ BEGIN
         ON CONFLICT (namespace) DO UPDATE SET revision = excluded.revision,
             pages_through = excluded.pages_through, forgotten_through = excluded.forgotten_through,
             body = excluded.body;
+    DELETE FROM memci_state_tails t WHERE t.namespace = in_ns AND (t.key <> ALL(in_tail_keys)
+        OR t.key IN (SELECT w.k FROM unnest(in_write_keys, in_write_starts) AS w(k, st) WHERE w.st = 0));
+    INSERT INTO memci_state_tails (namespace, key, start, text)
+        SELECT in_ns, w.k, w.st, w.tx FROM unnest(in_write_keys, in_write_starts, in_write_texts) AS w(k, st, tx);
     IF in_ttl IS NULL THEN
         DELETE FROM memci_expiry e WHERE e.namespace = in_ns;
     ELSE
@@ -166,7 +191,9 @@ _HAS_COMMIT_FUNCTION = f"SELECT to_regproc('{COMMIT_FUNCTION}') IS NOT NULL"
 _CALL_COMMIT = (
     f"SELECT out_outcome, out_revision, out_index, out_text FROM {COMMIT_FUNCTION}(%(ns)s, %(revision)s::bigint, "
     "%(stored_revision)s::bigint, %(pages_through)s::bigint, %(forgotten_through)s::bigint, %(body)s::text, "
-    "%(indices)s::bigint[], %(bodies)s::text[], %(same)s::bigint[], %(ttl)s::double precision)"
+    "%(indices)s::bigint[], %(bodies)s::text[], %(same)s::bigint[], %(ttl)s::double precision, "
+    "%(tail_keys)s::text[], %(tail_after)s::text, %(write_keys)s::text[], %(write_starts)s::bigint[], "
+    "%(write_texts)s::text[])"
 )
 # Each write sets the namespace's expiry from the writing store's ttl (None: it no longer expires).
 _SET_EXPIRY = (
@@ -177,7 +204,8 @@ _CLEAR_EXPIRY = "DELETE FROM memci_expiry WHERE namespace = %(ns)s"
 PURGE_EXPIRED = (
     "WITH gone AS (DELETE FROM memci_expiry WHERE expires_at <= now() RETURNING namespace), "
     "p AS (DELETE FROM memci_pages WHERE namespace IN (SELECT namespace FROM gone)), "
-    "s AS (DELETE FROM memci_state WHERE namespace IN (SELECT namespace FROM gone)) "
+    "s AS (DELETE FROM memci_state WHERE namespace IN (SELECT namespace FROM gone)), "
+    "t AS (DELETE FROM memci_state_tails WHERE namespace IN (SELECT namespace FROM gone)) "
     "SELECT count(*) FROM gone"
 )
 
@@ -215,6 +243,9 @@ def open_steps() -> Steps[int]:
     if len(rows) != 1 or type(rows[0][0]) is not int:
         raise StorageError(f"corrupt memci_schema table: {repr_of(rows)}", "memci_schema")
     version: int = rows[0][0]
+    if version == 1:  # no tails yet: the table is made above; an older memci must not read tails
+        yield [Query("UPDATE memci_schema SET version = %(v)s", {"v": SCHEMA_VERSION})]
+        return SCHEMA_VERSION
     return version
 
 
@@ -239,18 +270,25 @@ def insert_page_steps(namespace: str, index: int, text: str, ttl: float | None) 
     return str(rows[0][0]) if rows else None
 
 
-def commit_steps(namespace: str, commit: Commit, ttl: float | None, where: Callable[..., str]) -> Steps[None]:
+def commit_steps(
+    namespace: str, commit: Commit, tails: TailPlan, ttl: float | None, where: Callable[..., str]
+) -> Steps[None]:
     """Carry out ``commit``: one call of the server's commit function (:data:`COMMIT_FUNCTION`), a
     transaction of its own (one round trip, then the COMMIT). A conflict that finds this very commit
     in the stored state's trail is done (its reply was lost before); another is a
     :class:`~memci.ConflictError`. A committed page stored with other text is compared as JSON: the
-    same page (key order aside) is left as stored and the call made again, another is refused."""
+    same page (key order aside) is left as stored and the call made again, another is refused.
+    ``tails``: the state's long texts (:mod:`memci.storage.postgres_tails`), appended or rewritten."""
     same: list[int] = []
     while True:
-        (rows,) = yield [Query(_CALL_COMMIT, _commit_params(namespace, commit, ttl, same), "rows")]
+        params = {**_commit_params(namespace, commit, ttl, same), **tails.params()}
+        (rows,) = yield [Query(_CALL_COMMIT, params, "rows")]
         outcome, stored_revision = rows[0][0], rows[0][1]
         if outcome == "done":
             return
+        if outcome == "stale":  # the stored tails are not those this store appends to
+            tails = tails.rewritten()
+            continue
         if outcome == "conflict":
             if commit.landed(rows[0][3]):
                 return  # this very commit, applied before its reply was lost
@@ -328,6 +366,9 @@ class PostgresTarget:
     _pool_size: int
     _errors: type[Exception]
     _unsure: type[Exception]
+    _trail: tuple[str, ...]
+    #: The tails of the state this store last read or wrote (:mod:`memci.storage.postgres_tails`).
+    _tails: Tails
 
     def _configure(
         self, target: object, namespace: object, ttl: object, timeout: object, pool_size: object, *, pool_kind: str
@@ -346,10 +387,31 @@ class PostgresTarget:
         self._dsn = target if isinstance(target, str) else None
         self._place = place_of(target if isinstance(target, str) else str(target.conninfo))  # type: ignore[attr-defined]
         self._errors, self._unsure = psycopg.Error, psycopg.OperationalError
+        self._tails = Tails()
 
     def __repr__(self) -> str:
         namespace = f", namespace={repr_of(self.namespace)}" if self.namespace else ""
         return f"{type(self).__name__}({self._place!r}{namespace})"
+
+    def _stored_state(self, rows: list[tuple[Any, ...]]) -> dict[str, Any] | None:
+        """The state :data:`SELECT_STATE` read (its tails put back), or None; its commit trail and
+        tails become this store's."""
+        if not rows:
+            return None
+        body, tails = rows[0]
+        state, self._trail = decode_stored_state(body, self._where)
+        self._tails.loaded(state, [(key, text, int(parts)) for key, text, parts in tails], self._trail)
+        return state
+
+    def _planned(self, state: dict[str, Any], pages: Iterable[dict[str, Any]]) -> tuple[Commit, TailPlan]:
+        """The commit of a save of ``state`` and ``pages``, with the state's tails taken out."""
+        tails = self._tails.plan(state)
+        return commit_of(tails.state, pages, self._trail), tails
+
+    def _saved(self, commit: Commit, tails: TailPlan) -> None:
+        """Take the commit just saved as the state this store last wrote."""
+        self._trail = commit.trail
+        self._tails.written(tails, commit.commit_id)
 
     def _where(self, index: int | None = None) -> str:
         shown = f"[{self.namespace}]" if self.namespace else ""
@@ -468,13 +530,31 @@ class PostgresStorage(PostgresTarget, JsonStore):
     def _list_page_indices(self) -> list[int]:
         return [int(row[0]) for row in self._query("cannot list the pages", LIST_PAGES, {"ns": self.namespace})]
 
-    def _read_state_text(self) -> str | None:
-        rows = self._query("cannot read the state", SELECT_STATE, {"ns": self.namespace})
-        return str(rows[0][0]) if rows else None
-
     def _commit(self, commit: Commit) -> None:
+        self._save(commit, TailPlan(None))
+
+    def _save(self, commit: Commit, tails: TailPlan) -> None:
         self._transaction(
-            "cannot save the state", lambda: commit_steps(self.namespace, commit, self.ttl, self._where), calls=True
+            "cannot save the state",
+            lambda: commit_steps(self.namespace, commit, tails, self.ttl, self._where),
+            calls=True,
+        )
+
+    def save_state(self, state: dict[str, Any], pages: Iterable[dict[str, Any]] = ()) -> None:
+        """:meth:`JsonStore.save_state <memci.storage.json_store.JsonStore.save_state>`, writing only
+        the end a long text of the state grew by (:mod:`memci.storage.postgres_tails`)."""
+
+        def work() -> None:
+            commit, tails = self._planned(state, pages)
+            self._save(commit, tails)
+            self._saved(commit, tails)
+
+        self._locked(work)
+
+    def load_state(self) -> dict[str, Any] | None:
+        """The last state saved (a new dict, its tails joined back), or None: one query."""
+        return self._locked(
+            lambda: self._stored_state(self._query("cannot read the state", SELECT_STATE, {"ns": self.namespace}))
         )
 
     def _release(self) -> None:
