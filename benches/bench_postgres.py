@@ -17,7 +17,8 @@ Workloads (``<workload>-<size>`` groups; sizes count turns already stored):
 - ``pg_load``: the whole conversation read back. ``memci``: ``load_state()`` and ``get_pages`` of
   every page (one query); ``memci-context``: ``ContextSystem.load`` (the state, the page indices and
   every page in one query, and the search index rebuilt); ``langgraph``: ``get_tuple``; ``agents``:
-  ``get_items``; ``floor``: the pages' bodies in one query and ``json.loads`` of each, unchecked.
+  ``get_items``; ``floor``: the pages' bodies in one query and ``json.loads`` of each, unchecked,
+  kept (with the cyclic GC paused while they are decoded, as memci's ``get_pages`` does).
 - ``pg_turn_bytes``: live bytes 50 more turns add to the peer's tables (``pg_total_relation_size``:
   heap, TOAST and indexes, after ``VACUUM FULL``), per turn, beside the turn's messages as compact
   JSON (in ``extra_info``).
@@ -26,6 +27,7 @@ Workloads (``<workload>-<size>`` groups; sizes count turns already stored):
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import uuid
 from collections.abc import Callable, Iterator
@@ -154,7 +156,7 @@ class MemciStore(Memci):
 class Floor(MemciStore):
     """What the server and the driver cost at least, measured in the same run: ``save`` is one
     durable COMMIT of a one-row UPDATE (a round trip and the WAL's fsync); ``load`` fetches the
-    pages' bodies in one query and ``json.loads`` each, with no check."""
+    pages' bodies in one query and ``json.loads`` each, with no check, and keeps them (a load returns them)."""
 
     def __init__(self, dsn: str) -> None:
         import psycopg
@@ -171,7 +173,14 @@ class Floor(MemciStore):
         rows = self.conn.execute(
             "SELECT body FROM memci_pages WHERE namespace = %s", (self.store.namespace,)
         ).fetchall()
-        return sum(len(json.loads(body)["messages"]) for (body,) in rows)
+        # The pages are kept, as a load must return them, and decoded with the cyclic GC paused (as
+        # memci does): what keeping millions of new objects costs at least.
+        gc.disable()
+        try:
+            pages = [json.loads(body) for (body,) in rows]
+        finally:
+            gc.enable()
+        return sum(len(page["messages"]) for page in pages)
 
     def close(self) -> None:
         self.conn.close()
