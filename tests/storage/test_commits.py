@@ -91,6 +91,17 @@ def test_a_committed_page_may_gain_the_vector_it_lacked_and_nothing_else(store: 
     assert store.load_state() == state(2, 2)
 
 
+def test_a_committed_page_saved_again_with_its_keys_reordered_is_a_no_op(store: JsonStore) -> None:
+    store.save_state(state(1, 2), [page(1), page(2)])
+    reordered = dict(reversed(page(2).items()))
+    store.save_state(state(2, 3), [page(1), reordered, page(3)])  # page 2 the same, page 3 new
+    assert store.get_page(2) == page(2)
+    assert store.get_page(3) == page(3)
+    with pytest.raises(StorageError, match="already stored with other content"):
+        store.save_state(state(3, 3), [reordered, page(2, "other")])
+    assert store.load_state() == state(2, 3)
+
+
 def test_an_orphan_above_the_stored_mark_is_replaced(store: JsonStore) -> None:
     store.save_state(state(1, 1), [page(1)])
     store.put_page(2, page(2, "from a run that died before its save"))

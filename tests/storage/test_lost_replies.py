@@ -242,17 +242,17 @@ def test_postgres_the_connection_drops_after_commit(postgres_dsn: str) -> None:
     fault = Fault(psycopg.OperationalError("server closed the connection unexpectedly"))
     with PostgresStorage(postgres_dsn, namespace=f"lost-{uuid.uuid4().hex}") as store:
         store.save_state(*turn(1))
-        real = store._run_transaction
+        real = store._run_calls
 
         def lossy(conn: psycopg.Connection[Any], steps: Any) -> Any:
             def write() -> Any:
-                result = real(conn, steps)  # committed when the transaction block closed
+                result = real(conn, steps)  # committed: the commit call is a transaction of its own
                 conn.close()  # the connection drops before the reply is read
                 return result
 
             return fault.after(write)
 
-        store._run_transaction = lossy  # type: ignore[method-assign]
+        store._run_calls = lossy  # type: ignore[method-assign]
         _saves_once_through_a_lost_reply(store, fault)
 
 
@@ -267,7 +267,7 @@ def test_postgres_a_dropped_connection_then_another_writers_save(postgres_dsn: s
         PostgresStorage(postgres_dsn, namespace=namespace, pool_size=1) as other,
     ):
         store.save_state(*turn(1))
-        real = store._run_transaction
+        real = store._run_calls
 
         def lossy(conn: psycopg.Connection[Any], steps: Any) -> Any:
             def write() -> Any:
@@ -277,7 +277,7 @@ def test_postgres_a_dropped_connection_then_another_writers_save(postgres_dsn: s
 
             return fault.after(write)
 
-        store._run_transaction = lossy  # type: ignore[method-assign]
+        store._run_calls = lossy  # type: ignore[method-assign]
         _saves_once_through_a_lost_reply_and_a_racer(store, fault, other)
 
 
@@ -304,11 +304,11 @@ async def _async_lost_reply_and_a_racer(store: Any, other: Any, fault: Fault, lo
 
 
 def _async_postgres_loses_a_reply(fault: Fault) -> Callable[..., Any]:
-    """A stand-in for ``async_postgres._run_transaction`` whose first transaction commits, then its
+    """A stand-in for ``async_postgres._run_calls`` whose first transaction commits, then its
     connection closes, ``fault.meanwhile`` runs (awaited) and ``fault.error`` is raised."""
     from memci.storage import async_postgres
 
-    real = async_postgres._run_transaction
+    real = async_postgres._run_calls
 
     async def lossy(conn: Any, steps: Any) -> Any:
         result = await real(conn, steps)
@@ -339,7 +339,7 @@ async def test_async_postgres_a_dropped_connection_then_another_writers_save(
         AsyncPostgresStorage(postgres_dsn, namespace=namespace, pool_size=1) as other,
     ):
         await _async_lost_reply_and_a_racer(
-            store, other, fault, lambda: monkeypatch.setattr(async_postgres, "_run_transaction", lossy)
+            store, other, fault, lambda: monkeypatch.setattr(async_postgres, "_run_calls", lossy)
         )
 
 
@@ -354,7 +354,7 @@ async def test_async_postgres_the_connection_drops_after_commit(
 
     async with AsyncPostgresStorage(postgres_dsn, namespace=f"lost-{uuid.uuid4().hex}") as store:
         await store.save_state(*turn(1))
-        monkeypatch.setattr(async_postgres, "_run_transaction", lossy)
+        monkeypatch.setattr(async_postgres, "_run_calls", lossy)
         await store.save_state(*turn(2))
         assert fault.fired == 1
         assert await store.load_state() == turn(2)[0]

@@ -17,7 +17,8 @@ import pytest
 from factories import saved_state as state
 from factories import stored_page as page
 from memci import ConflictError, PostgresStorage, StorageError
-from memci.storage import AsyncPostgresStorage
+from memci.storage import AsyncPostgresStorage, postgres
+from memci.storage.postgres import SCHEMA_VERSION
 
 pytest.importorskip("psycopg", reason="the psycopg package is not installed (pip install 'memci[postgres]')")
 
@@ -123,8 +124,77 @@ def test_the_tables_hold_json_text_and_a_schema_version(postgres_dsn: str) -> No
     ((body,),) = sql(postgres_dsn, "SELECT body FROM memci_pages WHERE namespace = %s", name)
     assert body.startswith('{"index":1,"messages"')
     assert "東京" in body  # UTF-8 text, not \\u escapes
-    assert sql(postgres_dsn, "SELECT version FROM memci_schema") == [(1,)]
+    assert sql(postgres_dsn, "SELECT version FROM memci_schema") == [(SCHEMA_VERSION,)]
     assert sql(postgres_dsn, "SELECT revision, pages_through FROM memci_state WHERE namespace = %s", name) == [(1, 1)]
+
+
+def tails(dsn: str, namespace: str) -> list[tuple[Any, ...]]:
+    return sql(
+        dsn, "SELECT key, start, length(text) FROM memci_state_tails WHERE namespace = %s ORDER BY start", namespace
+    )
+
+
+def test_a_long_text_that_grows_is_appended_and_loads_whole(postgres_dsn: str) -> None:
+    name, rows = fresh(), "1,0,0,1,2,unrecalled;" * 300  # a state's dropped entries: 6,600 characters
+    with PostgresStorage(postgres_dsn, namespace=name) as store:
+        store.save_state(state(1, dropped=rows))
+        store.save_state(state(2, dropped=rows + "2,0,0,1,2,lru"))  # grown at its end: the end appended
+        store.save_state(state(3, dropped=rows + "2,0,0,1,2,lru"))  # unchanged: nothing written
+        assert tails(postgres_dsn, name) == [("dropped", 0, len(rows)), ("dropped", len(rows), 13)]
+        ((body,),) = sql(postgres_dsn, "SELECT body FROM memci_state WHERE namespace = %s", name)
+        assert '"dropped":""' in body  # the state row holds the place, not the text
+        assert store.load_state() == state(3, dropped=rows + "2,0,0,1,2,lru")
+        store.save_state(state(4, dropped="x" + rows))  # changed before its end: rewritten as one part
+        assert tails(postgres_dsn, name) == [("dropped", 0, len(rows) + 1)]
+        store.save_state(state(5, dropped="short"))  # no longer long: back in the state row
+        assert tails(postgres_dsn, name) == []
+    with PostgresStorage(postgres_dsn, namespace=name) as store:
+        assert store.load_state() == state(5, dropped="short")
+
+
+def test_writers_taking_turns_on_a_growing_text_never_append_to_anothers(postgres_dsn: str) -> None:
+    name, rows = fresh(), "r;" * 3000
+    with PostgresStorage(postgres_dsn, namespace=name) as a, PostgresStorage(postgres_dsn, namespace=name) as b:
+        a.save_state(state(1, log=rows))
+        b.load_state()
+        b.save_state(state(2, log=rows + "b;"))
+        with pytest.raises(ConflictError):
+            a.save_state(state(2, log=rows + "a;"))
+        assert a.load_state() == state(2, log=rows + "b;")
+        a.save_state(state(3, log=rows + "b;a;"))
+        # b's unversioned save replaces the state with a shorter text: a's copy no longer is what is stored
+        b.save_state({"version": 1, "pages_through": 0, "log": rows})
+        a.save_state(state(1, log=rows + "b;a;z;"))  # extends a's copy, but over b's state: rewritten whole
+        assert b.load_state() == state(1, log=rows + "b;a;z;")
+        assert tails(postgres_dsn, name) == [("log", 0, len(rows) + 6)]
+
+
+def test_a_schema_1_database_is_upgraded_and_its_states_load(postgres_dsn: str) -> None:
+    import psycopg
+
+    dbname = f"old_{uuid.uuid4().hex[:12]}"
+    sql(postgres_dsn, f"CREATE DATABASE {dbname}")
+    old = postgres_dsn.replace("dbname=postgres", f"dbname={dbname}")
+    with psycopg.connect(old, autocommit=True) as conn:  # the tables and a state as memci schema 1 wrote them
+        for statement in postgres._SCHEMA[:4]:
+            conn.execute(statement)  # type: ignore[arg-type]  # our own statements
+        conn.execute("INSERT INTO memci_schema VALUES (1)")
+        conn.execute(
+            "INSERT INTO memci_state VALUES ('c', 1, 0, 0, %s)",
+            [
+                '{"version":1,"revision":1,"pages_through":0,"dropped":"'
+                + "r;" * 3000
+                + '","memci_commit":["'
+                + "a" * 24
+                + '"]}'
+            ],
+        )
+    with PostgresStorage(old, namespace="c") as store:
+        assert store.load_state() == state(1, 0, dropped="r;" * 3000)
+        store.save_state(state(2, 0, dropped="r;" * 3001))  # the old state row holds it: rewritten, not appended
+        assert sql(old, "SELECT version FROM memci_schema") == [(SCHEMA_VERSION,)]
+        assert tails(old, "c") == [("dropped", 0, 6002)]
+        assert store.load_state() == state(2, 0, dropped="r;" * 3001)
 
 
 def test_a_newer_schema_and_damaged_rows_are_refused(postgres_dsn: str) -> None:
@@ -142,7 +212,7 @@ def test_a_newer_schema_and_damaged_rows_are_refused(postgres_dsn: str) -> None:
         with pytest.raises(StorageError, match="newer memci"):
             PostgresStorage(postgres_dsn, namespace=name)
     finally:
-        sql(postgres_dsn, "UPDATE memci_schema SET version = 1")
+        sql(postgres_dsn, "UPDATE memci_schema SET version = %s", SCHEMA_VERSION)
 
 
 @pytest.mark.parametrize(

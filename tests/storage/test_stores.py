@@ -18,7 +18,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from factories import assert_same, calling, free_port, json_values, run_together, tool, user, valid_messages
+from factories import (
+    assert_same,
+    calling,
+    free_port,
+    json_values,
+    run_together,
+    stored_page,
+    tool,
+    user,
+    valid_messages,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -748,3 +758,23 @@ def test_sqlite_two_connections_creating_one_new_file_at_once_both_open(tmp_path
 
         run_together(open_it, open_it)
         assert opened == [0, 0]
+
+
+def test_get_pages_leaves_the_garbage_collector_as_it_found_it() -> None:
+    import gc
+
+    store = MemoryStorage()
+    store.save_state({"version": 1, "revision": 1, "pages_through": 2}, [stored_page(1), stored_page(2)])
+    assert gc.isenabled()
+    assert store.get_pages([1, 2]) == {1: stored_page(1), 2: stored_page(2)}
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert store.get_pages([2]) == {2: stored_page(2)}
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    store._pages[2] = "{oops"  # a corrupt page: the error leaves the collector on
+    with pytest.raises(StorageError, match="page 2: corrupt"):
+        store.get_pages([1, 2])
+    assert gc.isenabled()

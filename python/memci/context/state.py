@@ -310,10 +310,7 @@ def dropped_text(dropped: Sequence[DroppedEntry]) -> str:
     ``,``, the rows joined by ``;`` (``""``: none). Dropped entries are most of a long
     conversation's state, and one string is checked and encoded by a save in one step rather than
     six values an entry (a state saved before wrote a list of dicts, which still loads). O(entries)."""
-    return ";".join(
-        f"{d.index},{d.recall_count},{d.last_recall_round},{d.archived_round},{d.dropped_round},{d.rule}"
-        for d in dropped
-    )
+    return ";".join(d.row for d in dropped)
 
 
 def dropped_records(text: str) -> list[dict[str, str]]:

@@ -11,7 +11,6 @@ primitives as coroutines, and ``_release``.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -23,6 +22,7 @@ from memci.storage.json_store import (
     check_stored,
     commit_of,
     decode_page,
+    decode_pages,
     decode_stored_state,
     encode_page,
     refuse_pickle,
@@ -124,7 +124,7 @@ class AsyncJsonStore:
         the pages)."""
         wanted = [check_index(index) for index in indices]
         texts = await self._locked(lambda: self._read_pages_text(wanted))
-        return {index: decode_page(text, index, functools.partial(self._where, index)) for index, text in texts}
+        return decode_pages(texts, self._where)
 
     async def _read_pages_text(self, indices: list[int]) -> list[tuple[int, str | bytes]]:
         """(index, text) of each stored page among ``indices``: a read per page, unless overridden."""

@@ -9,7 +9,8 @@ wins and the other gets :class:`~memci.ConflictError`. Needs ``pip install 'memc
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -23,14 +24,18 @@ from memci.storage.postgres import (
     SELECT_PAGE,
     SELECT_PAGES,
     SELECT_STATE,
+    Done,
     PostgresTarget,
+    Query,
     Steps,
+    advance,
     answer_of,
     commit_steps,
     connect_timeout,
     insert_page_steps,
     open_steps,
 )
+from memci.storage.postgres_tails import TailPlan
 
 if TYPE_CHECKING:
     import psycopg
@@ -108,13 +113,15 @@ class AsyncPostgresStorage(PostgresTarget, AsyncJsonStore):
         except self._errors as e:
             raise StorageError(f"{self._place}: {what}: {e}", self._place) from e
 
-    async def _transaction(self, what: str, steps: Callable[[], Steps[T]]) -> T:
-        """Run ``steps()`` in one transaction, again on another connection when one fails (as the
-        sync store does), up to :data:`~memci.storage.json_store.COMMIT_ATTEMPTS` runs."""
+    async def _transaction(self, what: str, steps: Callable[[], Steps[T]], *, calls: bool = False) -> T:
+        """Run ``steps()`` in one transaction (``calls``: each statement a transaction of its own, as
+        the sync store's ``_run_calls``), again on another connection when one fails (as the sync
+        store does), up to :data:`~memci.storage.json_store.COMMIT_ATTEMPTS` runs."""
+        run = _run_calls if calls else _run_transaction
         for attempt in range(1, COMMIT_ATTEMPTS + 1):
             try:
                 async with self._pool.connection() as conn:
-                    return await _run_transaction(conn, steps)
+                    return await run(conn, steps)
             except self._unsure as e:
                 if attempt == COMMIT_ATTEMPTS:
                     raise StorageError(f"{self._place}: {what}: {e}", self._place) from e
@@ -135,14 +142,35 @@ class AsyncPostgresStorage(PostgresTarget, AsyncJsonStore):
         rows = await self._query("cannot list the pages", LIST_PAGES, {"ns": self.namespace})
         return [int(row[0]) for row in rows]
 
-    async def _read_state_text(self) -> str | None:
-        rows = await self._query("cannot read the state", SELECT_STATE, {"ns": self.namespace})
-        return str(rows[0][0]) if rows else None
-
     async def _commit(self, commit: Commit) -> None:
+        await self._save(commit, TailPlan(None))
+
+    async def _save(self, commit: Commit, tails: TailPlan) -> None:
         await self._transaction(
-            "cannot save the state", lambda: commit_steps(self.namespace, commit, self.ttl, self._where)
+            "cannot save the state",
+            lambda: commit_steps(self.namespace, commit, tails, self.ttl, self._where),
+            calls=True,
         )
+
+    async def save_state(self, state: dict[str, Any], pages: Iterable[dict[str, Any]] = ()) -> None:
+        """The sync store's :meth:`~memci.PostgresStorage.save_state`, awaited (the state checked and
+        encoded in a thread)."""
+
+        async def work() -> None:
+            commit, tails = await asyncio.to_thread(self._planned, state, list(pages))
+            await self._save(commit, tails)
+            self._saved(commit, tails)
+
+        await self._locked(work)
+
+    async def load_state(self) -> dict[str, Any] | None:
+        """The last state saved (its tails joined back), or None: one query."""
+
+        async def read() -> dict[str, Any] | None:
+            rows = await self._query("cannot read the state", SELECT_STATE, {"ns": self.namespace})
+            return await asyncio.to_thread(self._stored_state, rows)
+
+        return await self._locked(read)
 
     async def _release(self) -> None:
         if self._owns_pool and hasattr(self, "_pool"):
@@ -165,17 +193,34 @@ class AsyncPostgresStorage(PostgresTarget, AsyncJsonStore):
 async def _run_transaction(conn: psycopg.AsyncConnection[Any], steps: Callable[[], Steps[T]]) -> T:
     """Run ``steps()`` in one transaction on ``conn``, in pipeline mode, as the sync store does."""
     async with conn.pipeline() as pipeline, conn.transaction():
-        generator = steps()
-        answers: list[Any] | None = None  # a generator starts on None
-        while True:
-            try:
-                batch = generator.send(answers)  # type: ignore[arg-type]
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
+
+        async def send(batch: list[Query]) -> list[Any]:
             cursors = [await conn.execute(query.sql, query.params) for query in batch]
             if any(query.answer for query in batch):
                 await pipeline.sync()
-            answers = [
-                (await cursor.fetchall()) if query.answer == "rows" else answer_of(cursor, query)
-                for cursor, query in zip(cursors, batch, strict=True)
-            ]
+            return [await _answer(cursor, query) for cursor, query in zip(cursors, batch, strict=True)]
+
+        return await _drive(steps(), send)
+
+
+async def _run_calls(conn: psycopg.AsyncConnection[Any], steps: Callable[[], Steps[T]]) -> T:
+    """Run ``steps()``, whose every batch is one statement, each a transaction of its own on ``conn``
+    (autocommit), as the sync store's ``_run_calls`` does."""
+
+    async def send(batch: list[Query]) -> list[Any]:
+        return [await _answer(await conn.execute(query.sql, query.params), query) for query in batch]
+
+    return await _drive(steps(), send)
+
+
+async def _answer(cursor: psycopg.AsyncCursor[Any], query: Query) -> Any:
+    """What ``query`` wants back from ``cursor`` (after its results arrived)."""
+    return (await cursor.fetchall()) if query.answer == "rows" else answer_of(cursor, query)
+
+
+async def _drive(steps: Steps[T], send: Callable[[list[Query]], Awaitable[list[Any]]]) -> T:
+    """Run ``steps``, each batch it yields through ``send`` (awaited), which returns its answers."""
+    batch = advance(steps, None)
+    while not isinstance(batch, Done):
+        batch = advance(steps, await send(batch))
+    return batch.value

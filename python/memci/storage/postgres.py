@@ -10,13 +10,17 @@ Tables (all prefixed ``memci_``, so the database may hold other tables too); eve
   marks a save is checked against copied into columns;
 - ``memci_expiry(namespace, expires_at)``: when a namespace written with a ``ttl`` expires.
 
-A save is one transaction that first takes the namespace's advisory lock (so writers of one
-conversation run one at a time and writers of others never wait), checks the revision, writes the
-pages, deletes the forgotten ones and replaces the state: of two processes saving over the same
-revision one wins and the other gets :class:`~memci.ConflictError`, and a process killed mid-save
-leaves the previous state. A save whose connection drops before its reply (was it committed?) is run
-again on another connection: it waits for the lock the lost one held, and finds its own commit id if
-that one landed (no :class:`~memci.ConflictError`, nothing written twice).
+A save is one call of a function the store creates in the database (:data:`COMMIT_FUNCTION`,
+PL/pgSQL), one statement and so one round trip and one transaction: it takes the namespace's
+advisory lock (so writers of one conversation run one at a time and writers of others never wait),
+checks the revision, writes the pages, deletes the forgotten ones and replaces the state: of two
+processes saving over the same revision one wins and the other gets :class:`~memci.ConflictError`,
+and a process killed mid-save leaves the previous state. A save whose connection drops before its
+reply (was it committed?) is run again on another connection: it waits for the lock the lost one
+held, and finds its own commit id if that one landed (no :class:`~memci.ConflictError`, nothing
+written twice). A long text of the state that only grows (the dropped contents entries) is kept in
+``memci_state_tails(namespace, key, start, text)`` and a save appends its new end
+(:mod:`memci.storage.postgres_tails`), so a save writes what changed, not the whole history.
 
 The transactions are written once, as steps that yield queries (:class:`Query`), and run by the sync
 store here and by :class:`~memci.storage.AsyncPostgresStorage`. Needs ``pip install 'memci[postgres]'``.
@@ -27,15 +31,24 @@ from __future__ import annotations
 import functools
 import math
 import weakref
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from memci._optional import needs_extra
 from memci.errors import StorageError, repr_of
 from memci.storage.arguments import check_name, check_seconds
-from memci.storage.json_store import Commit, JsonStore, settled
+from memci.storage.json_store import (
+    Commit,
+    JsonStore,
+    adds_vector,
+    check_stored,
+    commit_of,
+    decode_stored_state,
+    settled,
+)
+from memci.storage.postgres_tails import TailPlan, Tails
 
 if TYPE_CHECKING:
     import psycopg
@@ -43,9 +56,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SCHEMA_VERSION",
+    "Done",
     "PostgresStorage",
     "PostgresTarget",
     "Query",
+    "advance",
     "answer_of",
     "check_options",
     "commit_steps",
@@ -55,8 +70,9 @@ __all__ = [
     "place_of",
 ]
 
-#: The layout version written into ``memci_schema``; a newer one is refused.
-SCHEMA_VERSION = 1
+#: The layout version written into ``memci_schema``; a newer one is refused. 2: the state's long
+#: texts in ``memci_state_tails`` (a schema 1 database is upgraded when opened: it has none).
+SCHEMA_VERSION = 2
 
 T = TypeVar("T")
 
@@ -67,6 +83,8 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS memci_state (namespace text PRIMARY KEY, revision bigint NOT NULL, "
     "pages_through bigint NOT NULL, forgotten_through bigint NOT NULL, body text NOT NULL)",
     "CREATE TABLE IF NOT EXISTS memci_expiry (namespace text PRIMARY KEY, expires_at timestamptz NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS memci_state_tails (namespace text NOT NULL, key text NOT NULL, start bigint NOT NULL, "
+    "text text NOT NULL, PRIMARY KEY (namespace, key, start))",
 )
 # Two processes creating the tables at once would race in the catalog: the first takes this lock.
 _SCHEMA_LOCK = "SELECT pg_advisory_xact_lock(7346193500542158171)"
@@ -78,29 +96,117 @@ SELECT_PAGES = (
     f"SELECT page_index, body FROM memci_pages WHERE namespace = %(ns)s AND page_index = ANY(%(indices)s) AND {_LIVE}"
 )
 LIST_PAGES = f"SELECT page_index FROM memci_pages WHERE namespace = %(ns)s AND {_LIVE} ORDER BY page_index"
-SELECT_STATE = f"SELECT body FROM memci_state WHERE namespace = %(ns)s AND {_LIVE}"
+# The state row and its tails (key, text, parts), in one query.
+SELECT_STATE = (
+    "SELECT s.body, coalesce((SELECT array_agg(ARRAY[g.key, g.text, g.parts::text]) FROM "
+    "(SELECT t.key, string_agg(t.text, '' ORDER BY t.start) AS text, count(*) AS parts FROM memci_state_tails t "
+    "WHERE t.namespace = s.namespace GROUP BY t.key) g), '{}') "
+    f"FROM memci_state s WHERE s.namespace = %(ns)s AND {_LIVE}"
+)
 # Deletes the namespace if it has expired (every write runs it first), and reads its marks.
 _PURGE_AND_MARKS = (
     "WITH gone AS (DELETE FROM memci_expiry WHERE namespace = %(ns)s AND expires_at <= now() RETURNING namespace), "
     "p AS (DELETE FROM memci_pages WHERE namespace IN (SELECT namespace FROM gone)), "
-    "s AS (DELETE FROM memci_state WHERE namespace IN (SELECT namespace FROM gone)) "
+    "s AS (DELETE FROM memci_state WHERE namespace IN (SELECT namespace FROM gone)), "
+    "t AS (DELETE FROM memci_state_tails WHERE namespace IN (SELECT namespace FROM gone)) "
     "SELECT revision, pages_through, forgotten_through FROM memci_state "
     "WHERE namespace = %(ns)s AND NOT EXISTS (SELECT 1 FROM gone)"
+)
+# A committed page gains the vector it lacked (json_store.adds_vector), over the very text the
+# client compared it with.
+_AMEND_PAGE = (
+    "UPDATE memci_pages SET body = %(body)s WHERE namespace = %(ns)s AND page_index = %(index)s AND body = %(old)s"
 )
 _INSERT_PAGE_ONCE = (
     "INSERT INTO memci_pages (namespace, page_index, body) VALUES (%(ns)s, %(index)s, %(body)s) ON CONFLICT DO NOTHING"
 )
-_WRITE_PAGES = (
-    "INSERT INTO memci_pages (namespace, page_index, body) "
-    "SELECT %(ns)s, i, b FROM unnest(%(indices)s::bigint[], %(bodies)s::text[]) AS w(i, b) "
-    "ON CONFLICT (namespace, page_index) DO UPDATE SET body = excluded.body"
-)
-_FORGET_PAGES = "DELETE FROM memci_pages WHERE namespace = %(ns)s AND page_index <= %(through)s"
-_REPLACE_STATE = (
-    "INSERT INTO memci_state (namespace, revision, pages_through, forgotten_through, body) "
-    "VALUES (%(ns)s, %(revision)s, %(pages_through)s, %(forgotten_through)s, %(body)s) "
-    "ON CONFLICT (namespace) DO UPDATE SET revision = excluded.revision, pages_through = excluded.pages_through, "
-    "forgotten_through = excluded.forgotten_through, body = excluded.body"
+# A save, on the server: one statement, so one round trip and the COMMIT of its own (autocommit).
+# It locks the namespace (writers of one conversation take turns), purges it if it expired, and
+# checks the revision: over another it writes nothing and returns ('conflict', the stored revision,
+# the stored state), which the client tells apart from its own landed commit by the commit trail.
+# A committed page (at or below the stored mark) stored with other text, not listed in in_same,
+# writes nothing either and comes back as ('differs', ..., index, stored text): the client compares
+# the two as JSON (key order aside) and calls again with the same ones in in_same, or refuses.
+# Otherwise it deletes the forgotten pages, writes the new pages (an orphan above the mark
+# replaced, a committed page never), replaces the state, sets the expiry and returns ('done').
+# Versioned by its name: a new body is a new function, so older clients keep theirs.
+COMMIT_FUNCTION = "memci_commit_1"
+_CREATE_COMMIT_FUNCTION = f"""
+CREATE FUNCTION {COMMIT_FUNCTION}(
+    in_ns text, in_revision bigint, in_stored_revision bigint, in_pages_through bigint,
+    in_forgotten_through bigint, in_body text, in_indices bigint[], in_bodies text[], in_same bigint[],
+    in_ttl double precision, in_tail_keys text[], in_tail_after text, in_write_keys text[],
+    in_write_starts bigint[], in_write_texts text[]
+) RETURNS TABLE (out_outcome text, out_revision bigint, out_index bigint, out_text text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_revision bigint;
+    v_mark bigint;
+    v_forgotten bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended(in_ns, 1701));
+    IF EXISTS (SELECT 1 FROM memci_expiry e WHERE e.namespace = in_ns AND e.expires_at <= now()) THEN
+        DELETE FROM memci_expiry e WHERE e.namespace = in_ns;
+        DELETE FROM memci_pages p WHERE p.namespace = in_ns;
+        DELETE FROM memci_state s WHERE s.namespace = in_ns;
+        DELETE FROM memci_state_tails t WHERE t.namespace = in_ns;
+    END IF;
+    SELECT s.revision, s.pages_through, s.forgotten_through INTO v_revision, v_mark, v_forgotten
+        FROM memci_state s WHERE s.namespace = in_ns;
+    v_revision := coalesce(v_revision, 0);
+    v_mark := coalesce(v_mark, 0);
+    v_forgotten := coalesce(v_forgotten, 0);
+    IF in_revision IS NOT NULL AND in_revision <> v_revision + 1 THEN
+        RETURN QUERY SELECT 'conflict', v_revision, NULL::bigint,
+            (SELECT s.body FROM memci_state s WHERE s.namespace = in_ns);
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT 'differs', v_revision, p.page_index, p.body
+        FROM memci_pages p JOIN unnest(in_indices, in_bodies) AS w(i, b) ON p.page_index = w.i
+        WHERE p.namespace = in_ns AND p.page_index <= v_mark AND p.body <> w.b AND p.page_index <> ALL(in_same)
+        ORDER BY p.page_index;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+    IF 0 < ANY(in_write_starts) AND (SELECT s.body::json -> 'memci_commit' ->> 0 FROM memci_state s
+            WHERE s.namespace = in_ns) IS DISTINCT FROM in_tail_after THEN
+        RETURN QUERY SELECT 'stale', v_revision, NULL::bigint, NULL::text;
+        RETURN;
+    END IF;
+    IF in_forgotten_through > v_forgotten THEN
+        DELETE FROM memci_pages p WHERE p.namespace = in_ns AND p.page_index <= in_forgotten_through;
+    END IF;
+    INSERT INTO memci_pages AS p (namespace, page_index, body)
+        SELECT in_ns, w.i, w.b FROM unnest(in_indices, in_bodies) AS w(i, b)
+        ON CONFLICT (namespace, page_index) DO UPDATE SET body = excluded.body
+        WHERE p.page_index > v_mark AND p.body <> excluded.body;
+    INSERT INTO memci_state AS s (namespace, revision, pages_through, forgotten_through, body)
+        VALUES (in_ns, in_stored_revision, in_pages_through, in_forgotten_through, in_body)
+        ON CONFLICT (namespace) DO UPDATE SET revision = excluded.revision,
+            pages_through = excluded.pages_through, forgotten_through = excluded.forgotten_through,
+            body = excluded.body;
+    DELETE FROM memci_state_tails t WHERE t.namespace = in_ns AND (t.key <> ALL(in_tail_keys)
+        OR t.key IN (SELECT w.k FROM unnest(in_write_keys, in_write_starts) AS w(k, st) WHERE w.st = 0));
+    INSERT INTO memci_state_tails (namespace, key, start, text)
+        SELECT in_ns, w.k, w.st, w.tx FROM unnest(in_write_keys, in_write_starts, in_write_texts) AS w(k, st, tx);
+    IF in_ttl IS NULL THEN
+        DELETE FROM memci_expiry e WHERE e.namespace = in_ns;
+    ELSE
+        INSERT INTO memci_expiry AS e (namespace, expires_at) VALUES (in_ns, now() + make_interval(secs => in_ttl))
+            ON CONFLICT (namespace) DO UPDATE SET expires_at = excluded.expires_at;
+    END IF;
+    RETURN QUERY SELECT 'done', v_revision, NULL::bigint, NULL::text;
+END
+$$"""
+# Made by the first store to open a database without it (under the schema lock); a store whose
+# role may not create functions finds it there.
+_HAS_COMMIT_FUNCTION = f"SELECT to_regproc('{COMMIT_FUNCTION}') IS NOT NULL"
+_CALL_COMMIT = (
+    f"SELECT out_outcome, out_revision, out_index, out_text FROM {COMMIT_FUNCTION}(%(ns)s, %(revision)s::bigint, "
+    "%(stored_revision)s::bigint, %(pages_through)s::bigint, %(forgotten_through)s::bigint, %(body)s::text, "
+    "%(indices)s::bigint[], %(bodies)s::text[], %(same)s::bigint[], %(ttl)s::double precision, "
+    "%(tail_keys)s::text[], %(tail_after)s::text, %(write_keys)s::text[], %(write_starts)s::bigint[], "
+    "%(write_texts)s::text[])"
 )
 # Each write sets the namespace's expiry from the writing store's ttl (None: it no longer expires).
 _SET_EXPIRY = (
@@ -111,7 +217,8 @@ _CLEAR_EXPIRY = "DELETE FROM memci_expiry WHERE namespace = %(ns)s"
 PURGE_EXPIRED = (
     "WITH gone AS (DELETE FROM memci_expiry WHERE expires_at <= now() RETURNING namespace), "
     "p AS (DELETE FROM memci_pages WHERE namespace IN (SELECT namespace FROM gone)), "
-    "s AS (DELETE FROM memci_state WHERE namespace IN (SELECT namespace FROM gone)) "
+    "s AS (DELETE FROM memci_state WHERE namespace IN (SELECT namespace FROM gone)), "
+    "t AS (DELETE FROM memci_state_tails WHERE namespace IN (SELECT namespace FROM gone)) "
     "SELECT count(*) FROM gone"
 )
 
@@ -135,17 +242,23 @@ Steps = Generator[list[Query], list[Any], T]
 def open_steps() -> Steps[int]:
     """Create the tables if missing (under a lock: many processes open at once) and return the
     stored schema version."""
-    (*_, rows) = yield [
+    (*_, rows, has_function) = yield [
         Query(_SCHEMA_LOCK, {}),
         *(Query(statement, {}) for statement in _SCHEMA),
         Query("SELECT version FROM memci_schema", {}, "rows"),
+        Query(_HAS_COMMIT_FUNCTION, {}, "rows"),
     ]
+    if not has_function[0][0]:
+        yield [Query(_CREATE_COMMIT_FUNCTION, {})]
     if not rows:
         yield [Query("INSERT INTO memci_schema (version) VALUES (%(v)s)", {"v": SCHEMA_VERSION})]
         return SCHEMA_VERSION
     if len(rows) != 1 or type(rows[0][0]) is not int:
         raise StorageError(f"corrupt memci_schema table: {repr_of(rows)}", "memci_schema")
     version: int = rows[0][0]
+    if version == 1:  # no tails yet: the table is made above; an older memci must not read tails
+        yield [Query("UPDATE memci_schema SET version = %(v)s", {"v": SCHEMA_VERSION})]
+        return SCHEMA_VERSION
     return version
 
 
@@ -170,37 +283,57 @@ def insert_page_steps(namespace: str, index: int, text: str, ttl: float | None) 
     return str(rows[0][0]) if rows else None
 
 
-def commit_steps(namespace: str, commit: Commit, ttl: float | None, where: Callable[..., str]) -> Steps[None]:
-    """Carry out ``commit`` (one transaction, two round trips and the COMMIT): lock the namespace,
-    purge it if it expired, read its marks and the stored pages of the commit; check the revision
-    (a commit that finds itself stored is done); then forget, write the pages, replace the state."""
-    ns = {"ns": namespace}
-    indices = [index for index, _, _ in commit.pages]
-    _, marks, found = yield [
-        Query(_NAMESPACE_LOCK, ns),
-        Query(_PURGE_AND_MARKS, ns, "rows"),
-        Query(SELECT_PAGES, {**ns, "indices": indices}, "rows") if indices else Query("SELECT 1", {}),
-    ]
-    stored_revision, stored_mark, stored_forgotten = marks[0] if marks else (0, 0, 0)
-    if not commit.follows(stored_revision):
-        (rows,) = yield [Query(SELECT_STATE, ns, "rows")]
-        if commit.landed(rows[0][0] if rows else None):
-            return  # this very commit, applied before its reply was lost
-        commit.check(stored_revision, where)  # a ConflictError
-    existing: dict[int, str] = dict(found) if indices else {}
-    writes = commit.pages_to_write(stored_mark, existing.get, where)
-    batch = []
-    if commit.forgotten_through > stored_forgotten:
-        batch.append(Query(_FORGET_PAGES, {**ns, "through": commit.forgotten_through}))
-    if writes:
-        batch.append(Query(_WRITE_PAGES, {**ns, "indices": [i for i, _ in writes], "bodies": [t for _, t in writes]}))
-    state = {
-        "revision": commit.revision or 0,
+def commit_steps(
+    namespace: str, commit: Commit, tails: TailPlan, ttl: float | None, where: Callable[..., str]
+) -> Steps[None]:
+    """Carry out ``commit``: one call of the server's commit function (:data:`COMMIT_FUNCTION`), a
+    transaction of its own (one round trip, then the COMMIT). A conflict that finds this very commit
+    in the stored state's trail is done (its reply was lost before); another is a
+    :class:`~memci.ConflictError`. A committed page stored with other text is compared as JSON: the
+    same page (key order aside) is left as stored and the call made again, another is refused.
+    ``tails``: the state's long texts (:mod:`memci.storage.postgres_tails`), appended or rewritten."""
+    same: list[int] = []
+    amended: list[Query] = []
+    while True:
+        params = {**_commit_params(namespace, commit, ttl, same), **tails.params()}
+        (rows,) = yield [Query(_CALL_COMMIT, params, "rows")]
+        outcome, stored_revision = rows[0][0], rows[0][1]
+        if outcome == "done":
+            if amended:  # after the commit (autocommit), each over the text it was compared with: a
+                # crash between leaves the page without its vector, embedded again at the next load
+                yield amended
+            return
+        if outcome == "stale":  # the stored tails are not those this store appends to
+            tails = tails.rewritten()
+            continue
+        if outcome == "conflict":
+            if commit.landed(rows[0][3]):
+                return  # this very commit, applied before its reply was lost
+            commit.check(stored_revision, where)  # a ConflictError
+            raise AssertionError("unreachable")  # pragma: no cover
+        pages = {index: (text, page) for index, text, page in commit.pages}
+        for _, _, index, stored in rows:  # 'differs': committed pages stored with other text
+            text, page = pages[index]
+            if adds_vector(stored, page):  # the vector written back for a page stored without one
+                amended.append(Query(_AMEND_PAGE, {"ns": namespace, "index": index, "body": text, "old": stored}))
+            else:
+                check_stored(stored, page, functools.partial(where, index))
+            same.append(index)
+
+
+def _commit_params(namespace: str, commit: Commit, ttl: float | None, same: list[int]) -> dict[str, Any]:
+    return {
+        "ns": namespace,
+        "revision": commit.revision,
+        "stored_revision": commit.revision or 0,
         "pages_through": commit.pages_through,
         "forgotten_through": commit.forgotten_through,
         "body": commit.state_text,
+        "indices": [index for index, _, _ in commit.pages],
+        "bodies": [text for _, text, _ in commit.pages],
+        "same": same,
+        "ttl": ttl,
     }
-    yield [*batch, Query(_REPLACE_STATE, {**ns, **state}), _expiry(namespace, ttl)]
 
 
 def check_options(namespace: object, ttl: object, timeout: object, pool_size: object) -> float | None:
@@ -254,6 +387,9 @@ class PostgresTarget:
     _pool_size: int
     _errors: type[Exception]
     _unsure: type[Exception]
+    _trail: tuple[str, ...]
+    #: The tails of the state this store last read or wrote (:mod:`memci.storage.postgres_tails`).
+    _tails: Tails
 
     def _configure(
         self, target: object, namespace: object, ttl: object, timeout: object, pool_size: object, *, pool_kind: str
@@ -272,10 +408,31 @@ class PostgresTarget:
         self._dsn = target if isinstance(target, str) else None
         self._place = place_of(target if isinstance(target, str) else str(target.conninfo))  # type: ignore[attr-defined]
         self._errors, self._unsure = psycopg.Error, psycopg.OperationalError
+        self._tails = Tails()
 
     def __repr__(self) -> str:
         namespace = f", namespace={repr_of(self.namespace)}" if self.namespace else ""
         return f"{type(self).__name__}({self._place!r}{namespace})"
+
+    def _stored_state(self, rows: list[tuple[Any, ...]]) -> dict[str, Any] | None:
+        """The state :data:`SELECT_STATE` read (its tails put back), or None; its commit trail and
+        tails become this store's."""
+        if not rows:
+            return None
+        body, tails = rows[0]
+        state, self._trail = decode_stored_state(body, self._where)
+        self._tails.loaded(state, [(key, text, int(parts)) for key, text, parts in tails], self._trail)
+        return state
+
+    def _planned(self, state: dict[str, Any], pages: Iterable[dict[str, Any]]) -> tuple[Commit, TailPlan]:
+        """The commit of a save of ``state`` and ``pages``, with the state's tails taken out."""
+        tails = self._tails.plan(state)
+        return commit_of(tails.state, pages, self._trail), tails
+
+    def _saved(self, commit: Commit, tails: TailPlan) -> None:
+        """Take the commit just saved as the state this store last wrote."""
+        self._trail = commit.trail
+        self._tails.written(tails, commit.commit_id)
 
     def _where(self, index: int | None = None) -> str:
         shown = f"[{self.namespace}]" if self.namespace else ""
@@ -353,13 +510,14 @@ class PostgresStorage(PostgresTarget, JsonStore):
         except self._errors as e:
             raise StorageError(f"{self._place}: {what}: {e}", self._place) from e
 
-    def _transaction(self, what: str, steps: Callable[[], Steps[T]]) -> T:
-        """Run ``steps()`` in one transaction; when its connection fails, again on another (the steps
-        recognise a commit that landed before its reply was lost)."""
+    def _transaction(self, what: str, steps: Callable[[], Steps[T]], *, calls: bool = False) -> T:
+        """Run ``steps()`` in one transaction (``calls``: each of its statements a transaction of its
+        own, :meth:`_run_calls`); when its connection fails, again on another (the steps recognise a
+        commit that landed before its reply was lost)."""
 
         def once() -> T:
             with self._pool.connection() as conn:
-                return self._run_transaction(conn, steps)
+                return (self._run_calls if calls else self._run_transaction)(conn, steps)
 
         try:
             return settled(once, self._unsure)
@@ -373,6 +531,14 @@ class PostgresStorage(PostgresTarget, JsonStore):
         with conn.pipeline() as pipeline, conn.transaction():
             return _run(conn, pipeline, steps())
 
+    @staticmethod
+    def _run_calls(conn: psycopg.Connection[Any], steps: Callable[[], Steps[T]]) -> T:
+        """Run ``steps()``, whose every batch is one statement, each in a transaction of its own on
+        ``conn`` (autocommit): one round trip a statement, with no BEGIN or COMMIT to send."""
+        return _drive(
+            steps(), lambda batch: [answer_of(conn.execute(query.sql, query.params), query) for query in batch]
+        )
+
     def _insert_page_text(self, index: int, text: str) -> str | None:
         return self._transaction(
             f"cannot write page {index}", lambda: insert_page_steps(self.namespace, index, text, self.ttl)
@@ -385,12 +551,32 @@ class PostgresStorage(PostgresTarget, JsonStore):
     def _list_page_indices(self) -> list[int]:
         return [int(row[0]) for row in self._query("cannot list the pages", LIST_PAGES, {"ns": self.namespace})]
 
-    def _read_state_text(self) -> str | None:
-        rows = self._query("cannot read the state", SELECT_STATE, {"ns": self.namespace})
-        return str(rows[0][0]) if rows else None
-
     def _commit(self, commit: Commit) -> None:
-        self._transaction("cannot save the state", lambda: commit_steps(self.namespace, commit, self.ttl, self._where))
+        self._save(commit, TailPlan(None))
+
+    def _save(self, commit: Commit, tails: TailPlan) -> None:
+        self._transaction(
+            "cannot save the state",
+            lambda: commit_steps(self.namespace, commit, tails, self.ttl, self._where),
+            calls=True,
+        )
+
+    def save_state(self, state: dict[str, Any], pages: Iterable[dict[str, Any]] = ()) -> None:
+        """:meth:`JsonStore.save_state <memci.storage.json_store.JsonStore.save_state>`, writing only
+        the end a long text of the state grew by (:mod:`memci.storage.postgres_tails`)."""
+
+        def work() -> None:
+            commit, tails = self._planned(state, pages)
+            self._save(commit, tails)
+            self._saved(commit, tails)
+
+        self._locked(work)
+
+    def load_state(self) -> dict[str, Any] | None:
+        """The last state saved (a new dict, its tails joined back), or None: one query."""
+        return self._locked(
+            lambda: self._stored_state(self._query("cannot read the state", SELECT_STATE, {"ns": self.namespace}))
+        )
 
     def _release(self) -> None:
         if self._owns_pool:
@@ -410,16 +596,38 @@ class PostgresStorage(PostgresTarget, JsonStore):
 
 def _run(conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline, steps: Steps[T]) -> T:
     """Drive ``steps``: each batch sent at once, and waited for only when a query wants an answer."""
-    answers: list[Any] | None = None  # a generator starts on None
-    while True:
-        try:
-            batch = steps.send(answers)  # type: ignore[arg-type]
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+
+    def send(batch: list[Query]) -> list[Any]:
         cursors = [conn.execute(query.sql, query.params) for query in batch]
         if any(query.answer for query in batch):
             pipeline.sync()
-        answers = [answer_of(cursor, query) for cursor, query in zip(cursors, batch, strict=True)]
+        return [answer_of(cursor, query) for cursor, query in zip(cursors, batch, strict=True)]
+
+    return _drive(steps, send)
+
+
+def _drive(steps: Steps[T], send: Callable[[list[Query]], list[Any]]) -> T:
+    """Run ``steps``, each batch it yields through ``send``, which returns the batch's answers."""
+    batch = advance(steps, None)
+    while not isinstance(batch, Done):
+        batch = advance(steps, send(batch))
+    return batch.value
+
+
+@dataclass(frozen=True, slots=True)
+class Done(Generic[T]):
+    """What steps returned, once they yield no more batches."""
+
+    value: T
+
+
+def advance(steps: Steps[T], answers: list[Any] | None) -> list[Query] | Done[T]:
+    """The next batch ``steps`` yields, given the answers to the last one (None to start them), or
+    :class:`Done` with their value."""
+    try:
+        return steps.send(answers)  # type: ignore[arg-type]
+    except StopIteration as done:
+        return Done(done.value)
 
 
 def answer_of(cursor: Any, query: Query) -> Any:
