@@ -43,6 +43,7 @@ from memci.context.search import PageSearch, page_text
 from memci.context.settings import checked_storage, positive, system_message
 from memci.context.state import STATE_KIND
 from memci.context.summary import PageSummary, Summarizer, as_summarizer, checked, summarize_read
+from memci.context.views import SystemViews
 from memci.errors import (
     ContextOverflowError,
     InvalidMessageError,
@@ -75,7 +76,7 @@ def _read_back(messages: list[Message]) -> tuple[list[Message], list[str], list[
     return scratch.page_texts(index)
 
 
-class ContextSystem(Persistent, Recalling):
+class ContextSystem(Persistent, Recalling, SystemViews):
     """An agent's context window, paged by user interaction, with an archive the model recalls from.
 
     ``add`` messages as they happen (a user message opens a page; assistant and tool messages join
@@ -671,55 +672,6 @@ class ContextSystem(Persistent, Recalling):
     def agent_tools(self) -> list[dict[str, Any]]:
         """The agent's own tool definitions, as given (copies)."""
         return copy.deepcopy(list(self._agent_tools))
-
-    # ---- state ---------------------------------------------------------------------------------------
-
-    @property
-    def round(self) -> int:
-        """Rounds ended so far."""
-        return self._round
-
-    @property
-    def pages(self) -> list[Page]:
-        """The active pages, oldest first (the last one is open)."""
-        with self._lock:
-            return [Page.of(i, self._window.page(i)) for i in self._window.page_indices()]
-
-    @property
-    def contents(self) -> list[ContentsEntry]:
-        """The contents entries the model sees, by index."""
-        with self._lock:
-            return list(self._archive.entries.values())
-
-    @property
-    def dropped(self) -> list[DroppedEntry]:
-        """Entries the rules dropped from the contents page (their pages stay stored), by index."""
-        with self._lock:
-            return sorted(self._archive.dropped.values(), key=lambda d: d.index)
-
-    @property
-    def policy(self) -> ArchivePolicy:
-        return self._archive.policy
-
-    @property
-    def active_pages(self) -> int:
-        return self._active_pages
-
-    @property
-    def encoding(self) -> str:
-        return self._encoding
-
-    @property
-    def max_context_tokens(self) -> int | None:
-        return self._max_context_tokens
-
-    @property
-    def cache_stable(self) -> bool:
-        return self._cuts.cache_stable
-
-    @property
-    def low_water(self) -> float:
-        return self._cuts.low_water
 
     def __repr__(self) -> str:
         return (
