@@ -200,10 +200,14 @@ SUITES = (
         ("tests/test_react_agent.py", "tests/test_react_agent_graph.py"),
         "swap_langgraph_trim_hook",
     ),
-    # ChatMemoryBuffer -> MemciChatMemory, in its own tests and in the chat engine's.
+    # ChatMemoryBuffer -> MemciChatMemory, in its own tests and in the chat engines' that build one.
     llama_index_suite(
         "llama-index-buffer",
-        ("tests/memory/test_chat_memory_buffer.py", "tests/chat_engine/test_simple.py"),
+        (
+            "tests/memory/test_chat_memory_buffer.py",
+            "tests/chat_engine/test_simple.py",
+            "tests/chat_engine/test_condense_plus_context.py",
+        ),
         "swap_llama_index_buffer",
     ),
     # Memory's default chat store (SQLAlchemyChatStore) -> MemciChatStore, for Memory's tests and
@@ -215,6 +219,8 @@ SUITES = (
             "tests/memory/test_memory_custom_chat_store.py",
             "tests/memory/test_memory_read_concurrency.py",
             "tests/chat_engine/test_simple.py",
+            "tests/chat_engine/test_context.py",
+            "tests/chat_engine/test_condense_plus_context.py",
         ),
         "swap_llama_index_memory",
     ),
