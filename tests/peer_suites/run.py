@@ -216,6 +216,7 @@ SUITES = (
         "llama-index-memory",
         (
             "tests/memory/test_memory_base.py",
+            "tests/memory/test_memory_blocks_base.py",
             "tests/memory/test_memory_custom_chat_store.py",
             "tests/memory/test_memory_read_concurrency.py",
             "tests/chat_engine/test_simple.py",
