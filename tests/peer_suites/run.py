@@ -11,6 +11,10 @@ passes does not pass on memci, unless ``reviewed.toml`` lists it with its reason
 
 ``--side noop`` adds a third run, rebinding the name to a trivial subclass of the native class,
 and checks the entries reviewed as ``noop:`` fail there too (that is their reason).
+
+A suite whose framework ships no tests in its sdist (llama-index-core) takes them from a checkout
+of the framework's repository named by an environment variable (``MEMCI_LLAMA_INDEX_TESTS``), and
+is skipped, saying so, when the variable is unset.
 """
 
 from __future__ import annotations
@@ -58,6 +62,13 @@ class Suite:
     """A ``pytest -k`` expression choosing the suite's tests in ``files``, when not all of them."""
     options: tuple[str, ...] = ()
     """More pytest options, the same on every side."""
+    environment: tuple[tuple[str, str], ...] = ()
+    """More environment variables for the pytest runs, the same on every side."""
+    checkout_variable: str | None = None
+    """When set: the environment variable naming a checkout of the framework's repository, the
+    suite's tests coming from its ``checkout_folder`` instead of the sdist (skipped when unset)."""
+    checkout_folder: str = ""
+    """The distribution's folder inside that checkout (its ``tests`` folder is in it)."""
 
 
 AGENTS_RUNNER_FILES = (
@@ -104,6 +115,29 @@ AGENTS_HELPER_SESSION_FILES = (
     "tests/test_runtime_symmetry_contract.py",
     "tests/utils/test_simple_session.py",
 )
+
+LLAMA_INDEX_TESTS = "MEMCI_LLAMA_INDEX_TESTS"
+"""The environment variable naming a checkout of LlamaIndex's repository (run-llama/llama_index),
+or any folder holding its ``llama-index-core/tests`` files: llama-index-core's sdist ships none."""
+
+
+def llama_index_suite(name: str, files: tuple[str, ...], plugin: str) -> Suite:
+    """A suite of llama-index-core's test files, from the checkout :data:`LLAMA_INDEX_TESTS` names.
+
+    The files need no conftest: LlamaIndex's ``tests/conftest.py`` imports test helpers and
+    packages (openai) they do not use. What they rely on of it is ``IS_TESTING``, which makes the
+    chat engines' default LLM LlamaIndex's ``MockLLM``."""
+    return Suite(
+        name,
+        "llama-index-core",
+        files,
+        plugin,
+        options=("--noconftest", "-o", "asyncio_default_fixture_loop_scope=function"),
+        environment=(("IS_TESTING", "1"),),
+        checkout_variable=LLAMA_INDEX_TESTS,
+        checkout_folder="llama-index-core",
+    )
+
 
 SUITES = (
     Suite(
@@ -166,6 +200,31 @@ SUITES = (
         ("tests/test_react_agent.py", "tests/test_react_agent_graph.py"),
         "swap_langgraph_trim_hook",
     ),
+    # ChatMemoryBuffer -> MemciChatMemory, in its own tests and in the chat engines' that build one.
+    llama_index_suite(
+        "llama-index-buffer",
+        (
+            "tests/memory/test_chat_memory_buffer.py",
+            "tests/chat_engine/test_simple.py",
+            "tests/chat_engine/test_condense_plus_context.py",
+        ),
+        "swap_llama_index_buffer",
+    ),
+    # Memory's default chat store (SQLAlchemyChatStore) -> MemciChatStore, for Memory's tests and
+    # the chat engines' default memory.
+    llama_index_suite(
+        "llama-index-memory",
+        (
+            "tests/memory/test_memory_base.py",
+            "tests/memory/test_memory_blocks_base.py",
+            "tests/memory/test_memory_custom_chat_store.py",
+            "tests/memory/test_memory_read_concurrency.py",
+            "tests/chat_engine/test_simple.py",
+            "tests/chat_engine/test_context.py",
+            "tests/chat_engine/test_condense_plus_context.py",
+        ),
+        "swap_llama_index_memory",
+    ),
 )
 
 
@@ -197,6 +256,20 @@ def sources(distribution: str, cache: Path) -> Path:
     return root
 
 
+def suite_root(suite: Suite, cache: Path) -> Path | None:
+    """Where ``suite``'s test files are: the checkout its variable names, the unpacked sdist of a
+    suite without one, or None when the suite's variable is unset (the suite is skipped)."""
+    if suite.checkout_variable is None:
+        return sources(suite.distribution, cache)
+    checkout = os.environ.get(suite.checkout_variable)
+    if not checkout:
+        return None
+    root = Path(checkout).resolve() / suite.checkout_folder
+    if not (root / "tests").is_dir():
+        raise SystemExit(f"{suite.checkout_variable}={checkout}: no {suite.checkout_folder}/tests folder there")
+    return root
+
+
 def outcomes(report: Path) -> dict[str, str]:
     """Each test's outcome in a JUnit XML report (by pytest node id): ``passed``, ``failure``,
     ``error`` or ``skipped``; none when pytest wrote no report (it stopped before collecting, on
@@ -217,10 +290,12 @@ def outcomes(report: Path) -> dict[str, str]:
 def run_side(suite: Suite, root: Path, side: str, reports: Path) -> dict[str, str]:
     """Run ``suite``'s files once with the plugin set to ``side``; the outcome of each test."""
     report = reports / f"{suite.name}-{side}.xml"
-    environment = dict(os.environ, **{SIDE_VARIABLE: side})
+    environment = dict(os.environ, **dict(suite.environment), **{SIDE_VARIABLE: side})
     environment["PYTHONPATH"] = os.pathsep.join([str(root), str(HERE), environment.get("PYTHONPATH", "")])
     command = [sys.executable, "-m", "pytest", "-q", "-p", suite.plugin, "-p", "no:cacheprovider"]
-    command += ["--rootdir", str(root), "-c", str(root / "pyproject.toml"), "--junitxml", str(report)]
+    command += ["--rootdir", str(root), "--junitxml", str(report)]
+    if (root / "pyproject.toml").exists():  # a folder of test files alone has none
+        command += ["-c", str(root / "pyproject.toml")]
     command += ["-o", "junit_family=xunit1", "-o", "console_output_style=classic", "--timeout", str(TEST_TIMEOUT)]
     command += suite.files
     if suite.keyword is not None:
@@ -276,7 +351,10 @@ def main() -> int:
     for suite in SUITES:
         if options.suite and suite.name not in options.suite:
             continue
-        root = sources(suite.distribution, options.cache)
+        root = suite_root(suite, options.cache)
+        if root is None:
+            print(f"  {suite.name}: skipped, {suite.checkout_variable} is unset (a {suite.distribution} checkout)")
+            continue
         excused = table.get(suite.name, {})
         native = run_side(suite, root, "native", reports)
         memci = run_side(suite, root, "memci", reports)

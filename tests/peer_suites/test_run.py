@@ -66,3 +66,21 @@ def test_a_reviewed_entry_without_a_known_kind_of_reason_is_refused(
         run.reviewed()
     listed.write_text('[suite]\n"tests/test_x.py::test_a" = "noop: fails under a no-op swap too"\n')
     assert run.reviewed() == {"suite": {"tests/test_x.py::test_a": "noop: fails under a no-op swap too"}}
+
+
+def test_a_suite_from_a_checkout_is_skipped_when_its_variable_is_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    suite = next(suite for suite in run.SUITES if suite.checkout_variable is not None)
+    monkeypatch.delenv(suite.checkout_variable, raising=False)  # type: ignore[arg-type]
+    assert run.suite_root(suite, Path("/nonexistent-cache")) is None
+
+
+def test_a_suite_from_a_checkout_takes_its_files_from_the_folder_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suite = run.llama_index_suite("llama", ("tests/test_x.py",), "swap_llama_index_buffer")
+    monkeypatch.setenv(run.LLAMA_INDEX_TESTS, str(tmp_path))
+    with pytest.raises(SystemExit, match=rf"MEMCI_LLAMA_INDEX_TESTS={tmp_path}: no llama-index-core/tests folder"):
+        run.suite_root(suite, tmp_path / "cache")
+    (tmp_path / "llama-index-core" / "tests").mkdir(parents=True)
+    assert run.suite_root(suite, tmp_path / "cache") == tmp_path / "llama-index-core"
+    assert not (tmp_path / "cache").exists()  # nothing fetched
