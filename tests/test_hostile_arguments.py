@@ -866,7 +866,7 @@ BATCH_FUNCTIONS: dict[str, dict[str, str]] = {
     "batch.filter": {"roles": "roles", "content_contains": "roles", "content_excludes": "roles"},
     "batch.sanitize": {},
     # A batch trim counts thinking in full: it takes no ``thinking`` (docs/tokens.md).
-    "batch.trim_to_tokens": {name: kind for name, kind in TRIM_KINDS.items() if name not in {"thinking", "low_water"}},
+    "batch.trim_to_tokens": {name: kind for name, kind in TRIM_KINDS.items() if name != "low_water"},
     "batch.truncate": TRUNCATE_KINDS,
     "batch.arrow.run_table": {"pipeline": "pipeline", "table": "table", "column": "column", "first_row": "count"},
     "batch.arrow.run_parquet": {

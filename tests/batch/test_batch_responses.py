@@ -50,6 +50,30 @@ def test_every_input_path_matches_the_array(tmp_path: Path, name: str, data: lis
     assert summary.conversations == len(data)
 
 
+EARLIER_REASONING = [
+    {"role": "system", "content": "You are terse."},
+    {"role": "user", "content": "hi"},
+    {"type": "function_call", "call_id": "call_a", "name": "search", "arguments": '{"q": "call_a"}'},
+    {"type": "function_call_output", "call_id": "call_a", "output": "result of call_a"},
+    {"type": "reasoning", "id": "rs_call_a", "summary": []},
+    {"type": "function_call", "call_id": "call_a", "name": "search", "arguments": '{"q": "call_a"}'},
+    {"type": "function_call_output", "call_id": "call_a", "output": "result of call_a"},
+    {"role": "user", "content": "hi"},
+]
+
+
+@pytest.mark.parametrize("thinking", ["drop_earlier", "count"])
+def test_a_trim_counts_earlier_reasoning_as_the_array_does(thinking: str) -> None:
+    """A reasoning item before the last user turn costs nothing by default (docs/tokens.md): the
+    history is 59 tokens as sent and fits 60 whole; counted (3 more), it does not."""
+    steps = [batch.sanitize(), batch.trim_to_tokens(60, thinking=thinking), batch.count_tokens()]
+    results = batch.Pipeline(steps, format="responses").run([EARLIER_REASONING])
+    kept, counts = reference(EARLIER_REASONING, steps)
+    assert list(results) == [kept]
+    assert results.tokens == [counts]
+    assert len(kept) == (len(EARLIER_REASONING) if thinking == "drop_earlier" else 2)
+
+
 @given(conversation=damaged(RESPONSES))
 def test_sanitize_matches_sanitize_messages(conversation: list[Any]) -> None:
     assert batch.Pipeline([batch.sanitize()], format="responses").apply(conversation) == (

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Generic, TypeAlias, TypeVar
 from memci import _core, ops
 from memci.batch.output import positive_int, run_files
 from memci.errors import InvalidOperationError, StorageError, is_unicode, repr_of
-from memci.tokens import DEFAULT_ENCODING
+from memci.tokens import DEFAULT_ENCODING, DEFAULT_THINKING
 
 Message: TypeAlias = dict[str, Any]
 #: Conversations are handed to the core this many at a time by :meth:`Pipeline.run`.
@@ -59,9 +59,14 @@ def trim_to_tokens(
     end_on: str | Sequence[str] | None = None,
     allow_partial: bool = False,
     encoding: str = DEFAULT_ENCODING,
+    thinking: str = DEFAULT_THINKING,
 ) -> ops.TrimToTokens:
-    """The TRIM_TO_TOKENS step, with the options of :meth:`memci.MessageArray.trim_to_tokens`."""
-    return ops.TrimToTokens(max_tokens, strategy, keep_system, start_on, end_on, allow_partial, encoding)
+    """The TRIM_TO_TOKENS step, with the options of :meth:`memci.MessageArray.trim_to_tokens`
+    (``thinking``: the reasoning of turns before the kept history's last one costs nothing by
+    default, as the array counts it)."""
+    return ops.TrimToTokens(
+        max_tokens, strategy, keep_system, start_on, end_on, allow_partial, encoding, thinking=thinking
+    )
 
 
 def truncate(

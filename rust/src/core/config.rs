@@ -8,6 +8,7 @@ use std::ops::Range;
 
 pub use crate::core::roles::Role;
 pub use crate::core::tokens::Encoding;
+pub use crate::core::turns::Thinking;
 
 /// Which end of the history a trim keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,6 +126,10 @@ pub struct Budget {
     /// mark), the trim keeps what fits this many tokens (the low-water mark) instead, so that the
     /// window can grow append-only until it passes the mark again (see [`crate::core::trim::plan`]).
     pub low_water: Option<u64>,
+    /// Whether the thinking of turns before the kept history's current one counts
+    /// ([`Thinking::DropEarlier`]: it does not, as in `token_count`). Part of the budget so that
+    /// every trim of one config (`MessageArray`, a batch step) counts the same.
+    pub thinking: Thinking,
 }
 
 /// The budget `trim_to_tokens(max_tokens, encoding=...)` means with every other option left at
@@ -142,6 +147,7 @@ impl Budget {
             allow_partial: false,
             encoding,
             low_water: None,
+            thinking: Thinking::DropEarlier,
         }
     }
 }

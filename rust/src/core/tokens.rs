@@ -175,9 +175,11 @@ impl Encoding {
 
     /// A lower bound on [`Encoding::count_message`], read without tokenizing: each text counts
     /// its words as its tokens (`at_least`), every fixed cost is charged in full. Exact for the
-    /// approximation. A trim uses it to see that a message cannot fit before counting it. O(len).
-    pub fn count_message_at_least(self, message: ValueRef<'_>) -> u64 {
-        let mut tally = Tally::new(self, true, false);
+    /// approximation. `earlier`: the message belongs to an earlier turn, its thinking left out (a
+    /// bound on the count less the thinking, [`Encoding::count_message_parts`]). A trim uses it to
+    /// see that a message cannot fit before counting it. O(len).
+    pub fn count_message_at_least(self, message: ValueRef<'_>, earlier: bool) -> u64 {
+        let mut tally = Tally::new(self, true, earlier);
         tally.message(message);
         tally.finish()
     }
@@ -664,7 +666,7 @@ mod tests {
         for m in &messages {
             for encoding in Encoding::ALL {
                 let (bound, exact) = (
-                    encoding.count_message_at_least(ValueRef::new(m)),
+                    encoding.count_message_at_least(ValueRef::new(m), false),
                     encoding.count_message(ValueRef::new(m)),
                 );
                 assert!(bound <= exact, "{} {bound} > {exact}", encoding.name());
@@ -672,6 +674,28 @@ mod tests {
                 if encoding == Encoding::Approximate {
                     assert_eq!(bound, exact);
                 }
+            }
+        }
+        // In an earlier turn, the bound leaves the thinking out as the count does: a reasoning
+        // item is not sent at all, a thinking block's words do not count.
+        let thinking = [
+            item(&serde_json::json!({"type": "reasoning", "id": "rs", "summary": []})),
+            item(&serde_json::json!({"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "a long chain of thought", "signature": "s"},
+                {"type": "text", "text": "the answer"},
+            ]})),
+        ];
+        for m in &thinking {
+            for encoding in Encoding::ALL {
+                let (full, dropped) = encoding.count_message_parts(ValueRef::new(m));
+                let bound = encoding.count_message_at_least(ValueRef::new(m), true);
+                assert!(dropped > 0, "{} has thinking", encoding.name());
+                assert!(
+                    bound <= full - dropped,
+                    "{} {bound} > {}",
+                    encoding.name(),
+                    full - dropped
+                );
             }
         }
     }

@@ -571,6 +571,7 @@ mod tests {
             allow_partial: false,
             encoding: Encoding::Approximate,
             low_water: None,
+            thinking: crate::core::config::Thinking::DropEarlier,
         }
     }
 

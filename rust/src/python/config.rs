@@ -424,6 +424,7 @@ impl Described {
                 allow_partial: flag(&field("allow_partial")?, &place("allow_partial"))?,
                 encoding: named(&field("encoding")?, &place("encoding"))?,
                 low_water: low_water(&field("low_water")?, &field("max_tokens")?, &place("low_water"))?,
+                thinking: named(&field("thinking")?, &place("thinking"))?,
             }),
             other => {
                 return Err(Error::InvalidOperation(format!("{other}: not an operation the store runs")).into());

@@ -128,16 +128,7 @@ impl MessageStore {
                 self.write(py).checkpoint(description);
             }
             Operation::TrimToTokens(budget) => {
-                let thinking: Thinking = named(&op.getattr("thinking")?, "trim_to_tokens: thinking")?;
-                crate::python::trim::trim_to_tokens(
-                    &self.inner,
-                    py,
-                    &budget,
-                    thinking,
-                    description,
-                    counter,
-                    splitter,
-                )?;
+                crate::python::trim::trim_to_tokens(&self.inner, py, &budget, description, counter, splitter)?;
             }
         }
         Ok(stats(&self.read(py)))

@@ -10,11 +10,10 @@ use parking_lot::RwLock;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyList, PyString};
 
-use crate::core::config::{Budget, Strategy};
+use crate::core::config::Budget;
 use crate::core::error::Error;
 use crate::core::store::Store;
-use crate::core::trim::{by_lines, kept_end, partial, plan};
-use crate::core::turns::Thinking;
+use crate::core::trim::{by_lines, partial, plan};
 use crate::core::value::ValueRef;
 use crate::python::convert::to_py;
 use crate::python::lock;
@@ -97,27 +96,22 @@ pub fn trim_to_tokens(
     store: &RwLock<Store>,
     py: Python<'_>,
     budget: &Budget,
-    thinking: Thinking,
     description: String,
     counter: Option<&Bound<'_, PyAny>>,
     splitter: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     let Some(counter) = counter else {
         let Some(splitter) = splitter else {
-            py.detach(|| store.write().trim_to_tokens(budget, thinking, description));
+            py.detach(|| store.write().trim_to_tokens(budget, description));
             return Ok(());
         };
-        return split_in_encoding(store, py, budget, thinking, description, splitter);
+        return split_in_encoding(store, py, budget, description, splitter);
     };
-    let strategy = budget.strategy;
     for _ in 0..ATTEMPTS {
         let (visible, turn) = {
             let s = lock::read(py, store);
             let visible = s.visible().clone();
-            let turn = match (thinking, strategy) {
-                (Thinking::DropEarlier, Strategy::Last) => s.turn_start(kept_end(&visible, s.arena(), budget)),
-                _ => 0,
-            };
+            let turn = s.earlier_turns_end(&visible, budget);
             (visible, turn)
         };
         let mut counts = Vec::with_capacity(visible.len());
@@ -145,7 +139,7 @@ pub fn trim_to_tokens(
             (Some(bytes), Some((pos, room))) => partial(
                 ValueRef::new(&bytes),
                 room,
-                strategy,
+                budget.strategy,
                 &mut |m| call_counter(counter, to_py(py, m)?, &|| format!("a cut of message {pos}")),
                 &mut split_with(splitter),
             )?,
@@ -165,7 +159,6 @@ fn split_in_encoding(
     store: &RwLock<Store>,
     py: Python<'_>,
     budget: &Budget,
-    thinking: Thinking,
     description: String,
     splitter: &Bound<'_, PyAny>,
 ) -> PyResult<()> {
@@ -173,7 +166,7 @@ fn split_in_encoding(
     for _ in 0..ATTEMPTS {
         let (visible, selection, candidate) = {
             let mut s = lock::write(py, store);
-            let (visible, selection) = s.plan_trim(budget, thinking);
+            let (visible, selection) = s.plan_trim(budget);
             let bytes = selection
                 .candidate
                 .map(|(pos, _)| s.arena().message(visible[pos]).bytes().to_vec());

@@ -315,6 +315,34 @@ mod tests {
     }
 
     #[test]
+    fn trim_drops_the_thinking_of_earlier_turns_as_the_array_does() {
+        // The reasoning item before the last user turn costs nothing (docs/tokens.md): the
+        // history is 59 tokens as sent, under 60, and is kept whole, as `MessageArray` keeps it.
+        let conversation = [
+            r#"{"role":"system","content":"You are terse."}"#,
+            r#"{"role":"user","content":"hi"}"#,
+            r#"{"type":"function_call","call_id":"call_a","name":"search","arguments":"{\"q\": \"call_a\"}"}"#,
+            r#"{"type":"function_call_output","call_id":"call_a","output":"result of call_a"}"#,
+            r#"{"type":"reasoning","id":"rs_call_a","summary":[]}"#,
+            r#"{"type":"function_call","call_id":"call_a","name":"search","arguments":"{\"q\": \"call_a\"}"}"#,
+            r#"{"type":"function_call_output","call_id":"call_a","output":"result of call_a"}"#,
+            r#"{"role":"user","content":"hi"}"#,
+        ];
+        let encoding = Encoding::O200kBase;
+        let budget = Budget::defaults(60, encoding);
+        let steps = vec![Step::TrimToTokens(budget), Step::CountTokens(encoding)];
+        let outcome = Pipeline::new(steps, Format::Responses)
+            .unwrap()
+            .apply(incoming(&conversation));
+        let mut array = Store::of(incoming(&conversation));
+        array.trim_to_tokens(&budget, String::new());
+        assert_eq!(outcome.kept.len(), conversation.len());
+        assert_eq!(outcome.kept.len(), array.len());
+        assert_eq!(outcome.tokens, [array.token_count(encoding)]);
+        assert!(outcome.tokens[0] <= 60);
+    }
+
+    #[test]
     fn a_truncate_without_cuts_is_refused_once() {
         assert!(Pipeline::new(vec![Step::Truncate(Cuts::default())], Format::Chat).is_err());
         assert_eq!(Format::parse("responses").unwrap(), Format::Responses);

@@ -19,28 +19,34 @@ const PREFETCH_MAX: usize = 1 << 14;
 
 impl Store {
     /// TRIM with the cached counts of `encoding`: plan, cut (if asked) and apply under one lock.
-    /// With [`Thinking::DropEarlier`] and the newest messages kept, the messages before the kept
-    /// history's current turn ([`Store::turn_start`]) cost their count less their thinking (the
-    /// kept tail holds that turn's opening message, or none at all, so it is the same turn);
-    /// keeping the first messages, thinking is counted in full (the kept head's last turn is not
-    /// known before it is chosen), which can only under-fill the budget. A new batch. O(k) for k
-    /// messages looked at, once counted.
-    pub fn trim_to_tokens(&mut self, budget: &Budget, thinking: Thinking, description: String) {
-        let (visible, selection) = self.plan_trim(budget, thinking);
+    /// The messages before [`Store::earlier_turns_end`] cost their count less their thinking. A
+    /// new batch. O(k) for k messages looked at, once counted.
+    pub fn trim_to_tokens(&mut self, budget: &Budget, description: String) {
+        let (visible, selection) = self.plan_trim(budget);
         let cut = exact_cut(&self.arena, &visible, &selection, budget);
         self.apply_trim(&visible, &selection, cut, budget, description);
     }
 
+    /// Where the messages whose thinking a trim of `visible` does not count end. With
+    /// [`Thinking::DropEarlier`] and the newest messages kept, it is the kept history's current
+    /// turn ([`Store::turn_start`]: the kept tail holds that turn's opening message, or none at
+    /// all, so it is the same turn), as `token_count` counts the result; keeping the first
+    /// messages, thinking is counted in full (the kept head's last turn is not known before it is
+    /// chosen), which can only under-fill the budget. The one rule of every trim path.
+    pub fn earlier_turns_end(&self, visible: &CowVec<NodeId>, budget: &Budget) -> usize {
+        match (budget.thinking, budget.strategy) {
+            (Thinking::DropEarlier, Strategy::Last) => self.turn_start(kept_end(visible, &self.arena, budget)),
+            _ => 0,
+        }
+    }
+
     /// The plan of [`Store::trim_to_tokens`] over the visible list (returned with it), for a
     /// caller that cuts the candidate itself, then applies the plan ([`Store::apply_trim`]).
-    pub fn plan_trim(&mut self, budget: &Budget, thinking: Thinking) -> (CowVec<NodeId>, Selection) {
+    pub fn plan_trim(&mut self, budget: &Budget) -> (CowVec<NodeId>, Selection) {
         let encoding = budget.encoding;
         let visible = self.view.visible.clone();
         let len = visible.len();
-        let turn = match (thinking, budget.strategy) {
-            (Thinking::DropEarlier, Strategy::Last) => self.turn_start(kept_end(&visible, &self.arena, budget)),
-            _ => 0,
-        };
+        let turn = self.earlier_turns_end(&visible, budget);
         let (arena, counts) = (&self.arena, &mut self.token_counts);
         let mut window = PREFETCH_FIRST;
         let selection = plan(
@@ -73,21 +79,36 @@ impl Store {
     /// TRIM counting each message only when the plan looks at it (the kept messages, and of the
     /// dropped end what the lower bounds of `Encoding::count_message_at_least` do not settle),
     /// never ahead: for a store that lives for one trim, such as a conversation of a batch, where
-    /// text counted ahead would be tokenized for nothing. A new batch. O(k).
+    /// text counted ahead would be tokenized for nothing. The thinking rule is
+    /// [`Store::trim_to_tokens`]'s. A new batch. O(k).
     pub fn trim_to_tokens_lazily(&mut self, budget: &Budget, description: String) {
         let encoding = budget.encoding;
         let visible = self.view.visible.clone();
+        let turn = self.earlier_turns_end(&visible, budget);
         let (arena, counts) = (&self.arena, RefCell::new(&mut self.token_counts));
         let selection = plan(
             &visible,
             arena,
             budget,
             encoding.priming(),
-            &mut |pos| counts.borrow_mut().count(arena, encoding, visible[pos]),
             &mut |pos| {
                 let id = visible[pos];
-                let known = counts.borrow().get(encoding, id);
-                known.unwrap_or_else(|| encoding.count_message_at_least(arena.message(id)))
+                let mut counts = counts.borrow_mut();
+                let full = counts.count(arena, encoding, id);
+                if pos < turn {
+                    full - counts.thinking(encoding, id)
+                } else {
+                    full
+                }
+            },
+            &mut |pos| {
+                let id = visible[pos];
+                let counts = counts.borrow();
+                match counts.get(encoding, id) {
+                    Some(full) if pos < turn => full - counts.thinking(encoding, id),
+                    Some(full) => full,
+                    None => encoding.count_message_at_least(arena.message(id), pos < turn),
+                }
             },
         );
         let cut = exact_cut(&self.arena, &visible, &selection, budget);
@@ -157,7 +178,7 @@ mod tests {
         let mut lazy = store(&history);
         lazy.trim_to_tokens_lazily(&budget, "t".into());
         let mut eager = store(&history);
-        eager.trim_to_tokens(&budget, Thinking::default(), "t".into());
+        eager.trim_to_tokens(&budget, "t".into());
         assert_eq!(lazy.visible(), eager.visible());
         assert_eq!(lazy.len(), 2, "the new turn is kept");
         // The old turn's 2,000 words pass the room on their bounds: neither message is counted.
