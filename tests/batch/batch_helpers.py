@@ -4,6 +4,7 @@ changes made to an input under a run, and a FIFO with a reader."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
@@ -129,7 +130,13 @@ def fifo_reader(path: Path) -> Iterator[list[bytes]]:
     try:
         yield got
     finally:
-        if reader.is_alive():  # the run never opened it: open it once so the reader ends
-            with path.open("wb"):
-                pass
-        reader.join()
+        # A reader still waiting (the run never opened the FIFO) ends at the EOF of a writer opened
+        # and closed without blocking: a blocking open would wait forever for a reader that has
+        # just finished between is_alive() and the open (ENXIO: no reader has it open right now).
+        while reader.is_alive():
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError as e:
+                if e.errno != errno.ENXIO:
+                    raise
+            reader.join(0.05)
