@@ -737,7 +737,8 @@ async def test_encrypted_session_wraps_it(method: str, make_session: SessionFact
     assert model.inputs[-1][0] == {"role": "user", "content": "My name is Ada."}
     stored = await make_session("secret", db).get_items()
     assert len(stored) == 4
-    assert all(item.get("__enc__") == 1 and "Ada" not in json.dumps(item) for item in stored)
+    said = ("My name is Ada.", "Noted, Ada.", "Who am I?", "You are Ada.")  # "Ada" alone turns up in base64
+    assert all(item.get("__enc__") == 1 and not any(text in json.dumps(item) for text in said) for item in stored)
     assert [item.get("role") for item in await session.get_items()] == ["user", "assistant", "user", "assistant"]
 
 
