@@ -1,0 +1,176 @@
+"""One-step reach on LoCoMo for embedder variants, ranked as ``search_pages`` ranks (docs/benchmarks.md,
+"Toward +0.02: the static-embedder variants tried").
+
+The archive of ``bench_reach``'s hybrid system (each archived page's searchable text, as the system
+embeds it) is ranked for each LoCoMo question: BM25's top 100 (``PageSearch``) and the variant's
+top 100 pages by its dense score, fused as the system fuses them (``memci._core.fuse_ranks``,
+convex, ``w`` on the vector side). Page and question vectors are made once per variant. Printed:
+``R@5 / reach`` (reach: the evidence page in the window, on the contents page, or in the top 5) for
+BM25 alone, ``w`` = 0.2 to 0.5, and the dense score alone. The plain page-cosine variant of the shipped
+``StaticEmbedder.wordllama()`` gives the ``fusion_sweep`` figures exactly (checked here against
+``PageSearch(embedder=...)`` itself).
+
+Variants: what a page's dense score is (``page``: the cosine of its searchable text's vector;
+``first``: of its summary and first message only, the reply left out; ``top2``: the mean of its
+two best messages' cosines) by each embedder: the shipped WordLlama model and, from local files,
+any static model in model2vec's layout (``--model2vec DIR``: ``tokenizer.json`` and
+``model.safetensors`` with ``embeddings``, and ``mapping`` and per-token ``weights`` when its
+vocabulary was quantized), read in numpy, offline.
+
+    MEMCI_LOCOMO=... python benches/reach_variants.py [--model2vec DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import bench_reach
+import memci
+import numpy as np
+import numpy.typing as npt
+from memci._core import fuse_ranks
+from memci.context.search import FUSION_DEPTH
+from memci.embedders import StaticEmbedder
+
+WEIGHTS = (0.2, 0.3, 0.4, 0.5)
+Matrix = npt.NDArray[np.float32]
+TextEmbedder = Callable[[list[str]], Matrix]
+#: A page's dense score for each question: (question vectors, the archive, the embedder) -> (questions x pages).
+Scorer = Callable[[Matrix, "bench_reach._Hybrid", TextEmbedder], Matrix]
+
+
+def _unit(rows: Matrix) -> Matrix:
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows / np.where(norms == 0, 1, norms)
+
+
+def page_cosine(questions: Matrix, conv: bench_reach._Hybrid, embed: TextEmbedder) -> Matrix:
+    """The cosine of the page's searchable text (what the system embeds)."""
+    return questions @ _unit(embed([text for _, text, _ in conv.archived])).T
+
+
+def first_message(questions: Matrix, conv: bench_reach._Hybrid, embed: TextEmbedder) -> Matrix:
+    """The cosine of the page's summary and first message only (the reply after it left out)."""
+    texts = []
+    for page, text, _ in conv.archived:
+        turns = conv.fed.page_texts[page]
+        summary = text[: len(text) - len(turns)]  # the searchable text is the summary, then the turns
+        texts.append(summary + turns.split("\n")[0])
+    return questions @ _unit(embed(texts)).T
+
+
+def top2_messages(questions: Matrix, conv: bench_reach._Hybrid, embed: TextEmbedder) -> Matrix:
+    """The mean of the cosines of the page's two best messages (its one message's when alone)."""
+    owners, messages = [], []
+    for column, (page, _, _) in enumerate(conv.archived):
+        for message in conv.fed.page_texts[page].split("\n"):
+            owners.append(column)
+            messages.append(message)
+    cosines = questions @ _unit(embed(messages)).T
+    owner = np.asarray(owners)
+    scores = np.empty((len(questions), len(conv.archived)), dtype=np.float32)
+    for column in range(len(conv.archived)):
+        best = -np.sort(-cosines[:, owner == column], axis=1)[:, :2]
+        scores[:, column] = best.mean(axis=1)
+    return scores
+
+
+SCORERS: dict[str, Scorer] = {"page": page_cosine, "first": first_message, "top2": top2_messages}
+
+
+def _dense_top(pages: Sequence[int], scores: npt.NDArray[np.float32]) -> list[tuple[int, float]]:
+    """The ``FUSION_DEPTH`` best (page, score), best first, ties to the lower page (the core's order)."""
+    best = np.lexsort((np.asarray(pages), -scores))[:FUSION_DEPTH]
+    return [(pages[j], float(scores[j])) for j in best]
+
+
+def measure(embed: TextEmbedder, scorer: Scorer) -> dict[str, tuple[float, float]]:
+    """``R@5 / reach`` over every question for BM25 alone, each convex ``w`` and the dense score alone."""
+    columns: list[str | float] = ["BM25", *WEIGHTS, "dense"]
+    found = {column: [0, 0] for column in columns}
+    asked = 0
+    for conv in bench_reach.hybrid_feed():
+        shown = conv.shown["window"] | conv.shown["contents"]
+        lexical_index = memci.PageSearch()
+        lexical_index.extend([(page, text) for page, text, _ in conv.archived])
+        questions = conv.fed.questions
+        scores = scorer(_unit(embed([q.text for q in questions])), conv, embed)
+        pages = [page for page, _, _ in conv.archived]
+        for row, question in enumerate(questions):
+            lexical = [(hit.page_index, hit.score) for hit in lexical_index.search(question.text, FUSION_DEPTH)]
+            dense = _dense_top(pages, scores[row])
+            for column in columns:
+                if column == "BM25":
+                    top = [page for page, _ in lexical[:5]]
+                elif column == "dense":
+                    top = [page for page, _ in dense[:5]]
+                else:
+                    top = [page for page, _ in fuse_ranks(lexical, dense, "convex", float(column), 5)]
+                hit = bool(question.evidence.intersection(top))
+                found[column][0] += hit
+                found[column][1] += hit or bool(shown & question.evidence)
+            asked += 1
+    return {str(column): (r5 / asked, reach / asked) for column, (r5, reach) in found.items()}
+
+
+def model2vec_embedder(directory: Path) -> TextEmbedder:
+    """A static model in model2vec's layout, read in numpy: each token's row (through ``mapping``
+    when the vocabulary was quantized, scaled by its ``weights`` when given), mean pooled."""
+    from safetensors.numpy import load_file
+    from tokenizers import Tokenizer
+
+    tensors = load_file(str(directory / "model.safetensors"))
+    rows = tensors["embeddings"].astype(np.float32)
+    mapping = tensors.get("mapping", np.arange(len(rows)))
+    scale = tensors.get("weights", np.ones(len(mapping), dtype=np.float32))
+    tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    unknown = {tokenizer.token_to_id(t) for t in ("<pad>", "<unk>", "[PAD]", "[UNK]")} - {None}
+
+    def embed(texts: list[str]) -> Matrix:
+        out = np.zeros((len(texts), rows.shape[1]), dtype=np.float32)
+        for row, encoding in enumerate(tokenizer.encode_batch(texts, add_special_tokens=False)):
+            ids = np.asarray([i for i in encoding.ids if i not in unknown], dtype=np.int64)
+            if len(ids):
+                out[row] = (rows[mapping[ids]] * scale[ids, None]).mean(axis=0)
+        return out
+
+    return embed
+
+
+def _check_method(embed: TextEmbedder) -> None:
+    """The page-cosine variant at the default fusion gives ``PageSearch(embedder=...)``'s own top 5."""
+    for conv in bench_reach.hybrid_feed()[:2]:
+        index = memci.PageSearch(embedder=embed)
+        index.extend(conv.archived)
+        lexical_index = memci.PageSearch()
+        lexical_index.extend([(page, text) for page, text, _ in conv.archived])
+        pages = [page for page, _, _ in conv.archived]
+        questions = conv.fed.questions[:50]
+        scores = page_cosine(_unit(embed([q.text for q in questions])), conv, embed)
+        for row, question in enumerate(questions):
+            lexical = [(hit.page_index, hit.score) for hit in lexical_index.search(question.text, FUSION_DEPTH)]
+            fused = fuse_ranks(lexical, _dense_top(pages, scores[row]), "convex", 0.3, 5)
+            assert [page for page, _ in fused] == [hit.page_index for hit in index.search(question.text, 5)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model2vec", type=Path, help="a static model's directory in model2vec's layout")
+    args = parser.parse_args()
+    wordllama = StaticEmbedder.wordllama()
+    _check_method(wordllama)
+    embedders: dict[str, TextEmbedder] = {"WordLlama": wordllama}
+    if args.model2vec:
+        embedders[str(args.model2vec)] = model2vec_embedder(args.model2vec)
+    for name, embed in embedders.items():
+        for variant, scorer in SCORERS.items():
+            cells = " | ".join(f"{c}: {r5:.3f} / {reach:.3f}" for c, (r5, reach) in measure(embed, scorer).items())
+            print(f"{name}, {variant}: {cells}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
