@@ -15,10 +15,12 @@ Workloads (``<workload>-<size>`` groups; sizes count turns already stored):
   turn's items (the Agents SDK's session over SQLAlchemy and psycopg); ``floor``: one durable
   COMMIT of a one-row UPDATE, the least a durable save costs on this server.
 - ``pg_load``: the whole conversation read back. ``memci``: ``load_state()`` and ``get_pages`` of
-  every page (one query); ``memci-context``: ``ContextSystem.load`` (the state, the page indices and
-  every page in one query, and the search index rebuilt); ``langgraph``: ``get_tuple``; ``agents``:
-  ``get_items``; ``floor``: the pages' bodies in one query and ``json.loads`` of each, unchecked,
-  kept (with the cyclic GC paused while they are decoded, as memci's ``get_pages`` does).
+  every page (one query); ``memci-context``: ``ContextSystem.load`` and ``build_messages`` (the
+  state: no archived page is read until one is recalled or searched); ``memci-search``: that and
+  the first search, which reads every page (one query) and builds the search index;
+  ``langgraph``: ``get_tuple``; ``agents``: ``get_items``; ``floor``: the pages' bodies in one
+  query and ``json.loads`` of each, unchecked, kept (with the cyclic GC paused while they are
+  decoded, as memci's ``get_pages`` does).
 - ``pg_turn_bytes``: live bytes 50 more turns add to the peer's tables (``pg_total_relation_size``:
   heap, TOAST and indexes, after ``VACUUM FULL``), per turn, beside the turn's messages as compact
   JSON (in ``extra_info``).
@@ -48,7 +50,7 @@ PEERS = ("memci", "langgraph", "agents")
 BYTES_TURNS = 50
 #: Filling a conversation of 10k turns takes seconds (a LangGraph checkpoint rewrites all of it at
 #: every save): `make bench` only.
-SLOW = tuple(f"{peer}-10k" for peer in (*PEERS, "memci-context"))
+SLOW = tuple(f"{peer}-10k" for peer in (*PEERS, "memci-context", "memci-search"))
 
 Page = dict[str, Any]
 
@@ -106,10 +108,11 @@ class Peer:
 class Memci(Peer):
     tables = ("memci_pages", "memci_state", "memci_expiry")
 
-    def __init__(self, dsn: str, *, context_load: bool = False) -> None:
+    def __init__(self, dsn: str, *, load_as: str = "memci") -> None:
         self.store = memci.PostgresStorage(dsn, namespace=uuid.uuid4().hex)
         self.ctx = memci.ContextSystem("You are an agent.", storage=self.store)
-        self.context_load = context_load
+        #: What ``load`` does: ``memci`` (the store's reads), ``memci-context`` or ``memci-search``.
+        self.load_as = load_as
 
     def fill(self, pages: list[Page]) -> None:
         for page in pages:
@@ -125,8 +128,10 @@ class Memci(Peer):
         self.ctx.save()
 
     def load(self) -> int:
-        if self.context_load:
+        if self.load_as == "memci-context":
             return len(memci.ContextSystem.load(self.store).build_messages())
+        if self.load_as == "memci-search":
+            return len(memci.ContextSystem.load(self.store).search("why did the query slow down", 5))
         state = self.store.load_state()
         assert state is not None
         got = self.store.get_pages(range(1, state["pages_through"] + 1))
@@ -271,7 +276,7 @@ def make(dsn: str, loop: asyncio.AbstractEventLoop) -> Iterator[Callable[[str, s
         elif peer == "floor":
             made.append(Floor(dsn))
         elif peer.startswith("memci"):
-            made.append(Memci(dsn, context_load=peer == "memci-context"))
+            made.append(Memci(dsn, load_as=peer))
         elif peer == "langgraph":
             pytest.importorskip(
                 "langgraph.checkpoint.postgres", reason="langgraph-checkpoint-postgres is not installed"
@@ -312,7 +317,9 @@ def test_pg_save(
     assert target.load() > 0
 
 
-@pytest.mark.parametrize(("peer", "size"), harness.cases((*PEERS, "memci-context", "floor"), SIZES, slow=SLOW))
+@pytest.mark.parametrize(
+    ("peer", "size"), harness.cases((*PEERS, "memci-context", "memci-search", "floor"), SIZES, slow=SLOW)
+)
 def test_pg_load(
     benchmark: Any, make: Callable[[str, str], Peer], request: pytest.FixtureRequest, peer: str, size: str
 ) -> None:
@@ -327,8 +334,8 @@ def test_pg_load(
         assert state is not None
         stored = stored[: state["pages_through"]]
         assert len(stored) >= n - 10
-    if peer == "memci-context":
-        assert read > 0  # the window only
+    if peer in ("memci-context", "memci-search"):
+        assert read > 0  # the window's messages, or the pages found
     else:
         assert read == sum(len(page["messages"]) for page in stored)
 

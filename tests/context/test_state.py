@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import tracemalloc
+from dataclasses import replace
 from typing import Any
 
 import memci
@@ -24,7 +25,8 @@ from context_helpers import (
 from hypothesis import given
 from hypothesis import strategies as st
 from memci import ops
-from memci.context.state import SavedState, dropped_records
+from memci.context.contents import RULES, DroppedEntries, DroppedEntry
+from memci.context.state import SavedState, dropped_records, dropped_text
 
 
 def busy(storage: memci.Storage | None = None) -> memci.ContextSystem:
@@ -104,19 +106,66 @@ def test_dropped_entries_are_written_as_one_string_of_rows_and_read_back_exactly
     assert SavedState.from_dict(copy.deepcopy(state)).dropped == tuple(ctx.dropped)
 
 
-def test_dropped_entries_saved_as_a_list_of_dicts_still_load_and_are_saved_as_rows():
+def _as_records(state: dict[str, Any]) -> None:
+    """``state['dropped']`` as a state saved before rows wrote it: a list of dicts of ints."""
+    rows = dropped_records(state["dropped"])
+    state["dropped"] = [{k: v if k == "rule" else int(v) for k, v in r.items()} for r in rows]
+
+
+def _leading_zeros(state: dict[str, Any]) -> None:
+    """``state['dropped']``'s entries spelled with a leading zero in each row's index."""
+    state["dropped"] = ";".join("0" + row for row in state["dropped"].split(";"))
+
+
+@pytest.mark.parametrize("respell", [_as_records, _leading_zeros], ids=["list-of-dicts", "leading-zeros"])
+def test_dropped_entries_spelled_otherwise_load_and_are_saved_as_a_save_writes_them(respell: Any):
+    """A state saved before rows (a list of dicts), or rows a save would not write (leading
+    zeros): the same entries come back, and the next save writes the rows as saves do."""
     ctx = busy()
     ctx.save()
     state = copy.deepcopy(ctx.storage.load_state())
     assert state is not None
     text = state["dropped"]
-    _as_records(state)
-    assert isinstance(state["dropped"], list)
+    respell(state)
+    assert state["dropped"] != text
     ctx.storage.save_state(state)
     again = memci.ContextSystem.load(ctx.storage, summarizer=FixedSummarizer(), counter=words)
     assert again.dropped == ctx.dropped
     again.save()
     assert again.storage.load_state()["dropped"] == text
+
+
+_ENTRY = st.builds(
+    DroppedEntry,
+    st.integers(1, 40),
+    st.integers(0, 9),
+    st.integers(0, 9),
+    st.integers(0, 9),
+    st.integers(0, 9),
+    st.sampled_from(RULES),
+)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["add", "pop", "text", "copy"]), _ENTRY), max_size=60))
+def test_dropped_entries_keep_the_rows_a_join_of_every_entry_gives(steps: list[tuple[str, DroppedEntry]]):
+    """Whatever was added, taken out, read or copied in between, the kept text is the join of the
+    entries' rows in the order they were dropped, as a save wrote it before it was kept."""
+    kept, model = DroppedEntries(), {}
+    for step, entry in steps:
+        if step == "add":
+            kept.add(entry)
+            model[entry.index] = entry
+        elif step == "pop":
+            assert kept.pop(entry.index) == model.pop(entry.index, None)
+        elif step == "copy":
+            other = kept.copy()
+            other.add(replace(entry, index=entry.index + 100))  # changes the copy only
+            assert other.text().startswith(kept.text())
+        else:
+            assert kept.text() == dropped_text(tuple(model.values()))
+        assert list(kept.values()) == list(model.values())
+    assert kept.text() == dropped_text(tuple(model.values()))
+    assert DroppedEntries(list(model.values()), kept.text()).text() == kept.text()
 
 
 @pytest.mark.parametrize(
@@ -149,12 +198,6 @@ def test_a_saved_state_must_be_a_dict(state: object):
 def test_loading_an_empty_storage_is_a_state_error():
     with pytest.raises(memci.StateError, match="holds no saved state"):
         memci.ContextSystem.load(DictStorage(), counter=words)
-
-
-def _as_records(state: dict[str, Any]) -> None:
-    """``state['dropped']`` as a state saved before rows wrote it: a list of dicts of ints."""
-    rows = dropped_records(state["dropped"])
-    state["dropped"] = [{k: v if k == "rule" else int(v) for k, v in r.items()} for r in rows]
 
 
 def _tampered(change: Any) -> DictStorage:
@@ -202,6 +245,49 @@ def test_search_finds_archived_pages_dropped_ones_included_and_is_rebuilt_on_loa
     assert dropped in [h.page_index for h in hits]
     again = loaded(ctx)
     assert [h.page_index for h in again.search(f"item {dropped}", k=3)] == [h.page_index for h in hits]
+
+
+class ReadCountingStorage(DictStorage):
+    """A :class:`DictStorage` that counts the pages read from it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def get_page(self, index: int) -> dict[str, Any] | None:
+        self.reads += 1
+        return super().get_page(index)
+
+
+def test_a_load_reads_no_page_and_the_first_search_reads_the_stored_ones_once():
+    ctx = busy(storage=ReadCountingStorage())
+    ctx.save()
+    store = ctx.storage
+    assert isinstance(store, ReadCountingStorage)
+    store.reads = 0
+    again = memci.ContextSystem.load(store, summarizer=FixedSummarizer(), counter=words)
+    again.build_messages()
+    assert store.reads == 0, "a load costs the state, not the archive"
+    queries = [f"item {n}" for n in range(1, 9)]
+    assert [again.search(q, k=3) for q in queries] == [ctx.search(q, k=3) for q in queries]
+    assert store.reads == len(store.pages), "each stored page read once, at the first search"
+    again.search("item 2")
+    assert store.reads == len(store.pages)
+
+
+def test_after_a_load_pages_archived_later_are_found_once_and_forgotten_ones_never():
+    ctx = busy()
+    again = loaded(ctx)
+    run_rounds(again, 9, 12)  # archives more pages before the first search
+    run_rounds(ctx, 9, 12)
+    again.save()
+    for n in (2, 7, 10):
+        assert again.search(f"item {n}", k=4) == ctx.search(f"item {n}", k=4)
+    forgetting = loaded(busy())
+    forgetting.clear(forget=True)
+    assert forgetting.search("item 2") == []
+    forgetting.save()
+    assert memci.ContextSystem.load(forgetting.storage, counter=words).search("item 2") == []
 
 
 @pytest.mark.parametrize("store", ["memory", "sqlite", "directory"])

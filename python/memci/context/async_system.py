@@ -145,7 +145,7 @@ class AsyncContextSystem:
         embedder: Embedder | None = None,
     ) -> AsyncContextSystem:
         """The system last saved to ``storage``, exactly (:meth:`ContextSystem.load`): the state is
-        read and the search index rebuilt from the stored pages, all awaited."""
+        read, awaited (the search index is built at the first search)."""
         ctx = cls._empty(storage, summarizer, embedder)
         store, fitted, embeds = ctx._store_for("load"), ctx._sync_summarizer, ctx._sync_embedder
         ctx._system = await ctx._run(

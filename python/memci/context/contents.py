@@ -25,6 +25,7 @@ __all__ = [
     "ArchiveChapter",
     "ArchivePolicy",
     "ContentsEntry",
+    "DroppedEntries",
     "DroppedEntry",
     "PageListing",
     "RoundResult",
@@ -165,6 +166,70 @@ class RoundResult:
         return [d.index for d in self.dropped if d.rule == rule]
 
 
+class DroppedEntries:
+    """The dropped entries by page index, in the order they were dropped, with their rows joined
+    as ``state['dropped']`` writes them (:meth:`text`) kept from save to save: a long
+    conversation's state is mostly these rows (10k of them at 10k turns), and a save then costs
+    the rows dropped since the last one and one copy of the text, not a join of every row again.
+    Taking an entry out (a recall brings it back) joins them all again at the next save."""
+
+    __slots__ = ("_by_index", "_new", "_text")
+
+    def __init__(self, entries: Iterable[DroppedEntry] = (), text: str | None = None) -> None:
+        """``entries`` in the order they were dropped; ``text``: their rows joined, when the
+        caller has it (a state read back), else they are joined at the first :meth:`text`."""
+        self._by_index = {entry.index: entry for entry in entries}
+        #: The rows joined, but for :attr:`_new` (None: join them all at the next :meth:`text`).
+        self._text: str | None = text if self._by_index else ""
+        #: The rows of entries added since :attr:`_text` was joined.
+        self._new: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self._by_index)
+
+    def __contains__(self, index: object) -> bool:
+        return index in self._by_index
+
+    def get(self, index: int) -> DroppedEntry | None:
+        return self._by_index.get(index)
+
+    def values(self) -> Iterable[DroppedEntry]:
+        """The entries, in the order they were dropped."""
+        return self._by_index.values()
+
+    def add(self, entry: DroppedEntry) -> None:
+        """Keep ``entry`` (dropped last; an entry of a page already here replaces it in place)."""
+        if entry.index in self._by_index:
+            self._text = None
+        elif self._text is not None:
+            self._new.append(entry.row)
+        self._by_index[entry.index] = entry
+
+    def pop(self, index: int) -> DroppedEntry | None:
+        """Take page ``index``'s entry out (None if it has none)."""
+        gone = self._by_index.pop(index, None)
+        if gone is not None:
+            self._text, self._new = None, []
+        return gone
+
+    def copy(self) -> DroppedEntries:
+        other = DroppedEntries()
+        other._by_index, other._text, other._new = dict(self._by_index), self._text, list(self._new)
+        return other
+
+    def text(self) -> str:
+        """``state['dropped']``: each entry's row (its fields joined by ``,``), the rows joined by
+        ``;`` (``""``: none). O(rows added since the last call + the text's length) while entries
+        were only added, O(entries) after one was taken out. (A state saved before wrote a list of
+        dicts, which still loads.)"""
+        if self._text is None:
+            self._text, self._new = ";".join(entry.row for entry in self._by_index.values()), []
+        elif self._new:
+            self._text = ";".join([self._text, *self._new] if self._text else self._new)
+            self._new = []
+        return self._text
+
+
 class ArchiveChapter:
     """The contents entries (visible and dropped), the contents page's text and tokens, and the
     rules. Pure Python; the pages themselves are in storage. Not thread-safe on its own (the
@@ -194,7 +259,7 @@ class ArchiveChapter:
         self._header = header
         #: Visible entries by index, in ascending index order.
         self.entries: dict[int, ContentsEntry] = {}
-        self.dropped: dict[int, DroppedEntry] = {}
+        self.dropped = DroppedEntries()
         self._entry_tokens: dict[int, int] = {}
         self._entry_text: dict[int, str] = {}
         self._text: str | None = None
@@ -255,7 +320,7 @@ class ArchiveChapter:
 
     def add(self, entry: ContentsEntry) -> None:
         """A newly archived page's entry (or a restored one)."""
-        self.dropped.pop(entry.index, None)
+        self.dropped.pop(entry.index)
         # Replacing an entry keeps its place; only a new one below the highest index needs a sort.
         in_order = entry.index in self.entries or not self.entries or entry.index >= next(reversed(self.entries))
         self.entries[entry.index] = entry
@@ -287,7 +352,7 @@ class ArchiveChapter:
         changes nothing here. O(entries)."""
         other = ArchiveChapter(self.policy, self._count, self._count_lines, self._header)
         other.entries = dict(self.entries)
-        other.dropped = dict(self.dropped)
+        other.dropped = self.dropped.copy()
         other._entry_tokens = dict(self._entry_tokens)
         other._entry_text = dict(self._entry_text)
         other._text, other._tokens = self._text, self._tokens
@@ -299,7 +364,7 @@ class ArchiveChapter:
 
     def forget(self) -> None:
         """Forget every entry, visible and dropped."""
-        self.entries, self.dropped = {}, {}
+        self.entries, self.dropped = {}, DroppedEntries()
         self._entry_tokens, self._entry_text = {}, {}
         self._text, self._tokens = None, None
 
@@ -326,7 +391,7 @@ class ArchiveChapter:
         gone = DroppedEntry(
             entry.index, entry.recall_count, entry.last_recall_round, entry.archived_round, round_, rule
         )
-        self.dropped[entry.index] = gone
+        self.dropped.add(gone)
         return gone
 
     def end_round(self, round_: int) -> list[DroppedEntry]:

@@ -19,7 +19,8 @@ __all__ = ["SystemParts"]
 
 class SystemParts:
     """What every half of a context system reads: its page log, lock, round, window, contents
-    chapter, search index and the index up to which pages were forgotten."""
+    chapter, search index (and the stored pages it does not hold yet) and the index up to which
+    pages were forgotten."""
 
     _log: PageLog
     _lock: contextlib.AbstractContextManager[None]
@@ -28,3 +29,10 @@ class SystemParts:
     _archive: ArchiveChapter
     _search: PageSearch
     _forgotten_through: int
+    #: Stored pages up to this index are not in :attr:`_search` yet: a loaded system indexes them at
+    #: its first search (:meth:`_searched`), so that a load costs O(state), not O(stored pages).
+    _unindexed_through: int
+
+    if TYPE_CHECKING:  # Persistent's, which reads the page log
+
+        def _searched(self) -> PageSearch: ...

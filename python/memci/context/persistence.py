@@ -4,9 +4,10 @@
 The system writes through one :class:`~memci.storage.log.PageLog`: a page it archives is staged
 there (an :class:`~memci.context.page.ArchivedPage`), and :meth:`Persistent.save` commits the staged
 pages with the state (:class:`~memci.context.state.SavedState`) in one compare-and-set. Loading reads
-the state, checks it against itself (:meth:`SavedState.from_dict`) and against the pages the storage
-holds, then builds the system; every step costs O(the state + the pages held), whatever indices the
-state claims. Copies and pickles travel as the same JSON state, with the pages not yet saved.
+the state, checks it against itself (:meth:`SavedState.from_dict`), then builds the system: O(the
+state), whatever indices the state claims; no archived page is read until one is recalled, and the
+search index is built at the first search (one batched read of the stored pages). Copies and
+pickles travel as the same JSON state, with the pages not yet saved.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Self
 
 from memci.context.agent_tools import checked_tools
-from memci.context.contents import ArchivePolicy
+from memci.context.contents import ArchivePolicy, DroppedEntries
 from memci.context.counting import SystemTokens
 from memci.context.cuts import DEFAULT_LOW_WATER, CutPolicy, StableContents
 from memci.context.edits import Edit, WindowEdits, checked_edits
 from memci.context.embedding import Embedder, decode_vector, encode_vector
 from memci.context.page import ArchivedPage, Message
 from memci.context.parts import SystemParts
-from memci.context.search import message_texts, page_text
+from memci.context.search import PageSearch, message_texts, page_text
 from memci.context.settings import checked_storage, system_message
 from memci.context.state import SavedState
 from memci.context.summary import Summarizer
@@ -91,6 +92,7 @@ class Persistent(SystemParts):
             self._edits.edits,
             self._edits.cleared_through if self._edits.clears else 0,
             self._edits.thinking_through if self._edits.clears_thinking else 0,
+            self._archive.dropped.text(),
         )
 
     def state(self) -> dict[str, Any]:
@@ -155,11 +157,11 @@ class Persistent(SystemParts):
         embedder: Embedder | None = None,
     ) -> Self:
         """The context system last saved to ``storage``, exactly: rounds, counts, the active pages
-        with the open one, the contents and dropped entries; search is rebuilt from the stored
-        pages. The summarizer and counter are not saved: pass them again if they are not the
+        with the open one, the contents and dropped entries; search finds what it found (its index
+        is built from the stored pages at the first search, once). The summarizer and counter are not saved: pass them again if they are not the
         defaults. :class:`~memci.StateError` names what is wrong with a bad state, or says the
         storage holds none (:meth:`open` creates one then). An archived page the storage lost is
-        reported when it is recalled. O(state + stored pages)."""
+        reported when it is recalled. O(state): no archived page is read."""
         state = checked_storage(storage).load_state()
         if state is None:
             raise StateError("load: the storage holds no saved state")
@@ -180,8 +182,8 @@ class Persistent(SystemParts):
     ) -> Self:
         """The system :meth:`to_state` described, on ``storage`` (the one holding its archived
         pages). :class:`~memci.StateError` names what is wrong with the state, or the archived
-        pages it names that neither the storage nor the state holds. Search is rebuilt from the
-        storage. O(state + stored pages), whatever indices the state claims."""
+        pages it names that neither the storage nor the state holds. Search is built from the
+        storage at the first search. O(state + the indices stored), whatever indices the state claims."""
         ctx = cls._build(
             SavedState.from_dict(state),
             checked_storage(storage),
@@ -201,8 +203,8 @@ class Persistent(SystemParts):
     def _restore(self, saved: SavedState) -> None:
         """Take up ``saved`` in a new system built with its settings: the round, the active pages
         (the core checks their messages), the contents and dropped entries, the unsaved pages
-        (staged for the next save); search is rebuilt from the live pages the storage holds.
-        O(state + stored pages)."""
+        (staged for the next save); the live pages the storage holds are indexed for search at the
+        first search (:meth:`_searched`). O(state)."""
         self._round = saved.round
         self._forgotten_through = saved.forgotten_through
         self._log.take(saved.head.to_dict())
@@ -226,12 +228,21 @@ class Persistent(SystemParts):
             )
         for entry in saved.contents:
             self._archive.add(entry)
-        for gone in saved.dropped:
-            self._archive.dropped[gone.index] = gone
+        self._archive.dropped = DroppedEntries(saved.dropped, saved.dropped_rows)
         self._shown.restore(saved.stable_contents)
         self._edits.cleared_through = saved.cleared_through
         self._edits.thinking_through = saved.thinking_through
-        self._search.extend(self._search_texts(self._log.pages(self._log.held())))
+        self._unindexed_through = saved.pages_through
+
+    def _searched(self) -> PageSearch:
+        """The search index, holding every live page: at the first search after a load, the pages
+        stored then are read (one batched read) and indexed, once; pages archived since are in it
+        already. Called under the system's lock. O(stored pages) that once, O(1) after."""
+        if self._unindexed_through:
+            held = [index for index in self._log.held() if index <= self._unindexed_through]
+            self._search.extend(self._search_texts(self._log.pages(held)))
+            self._unindexed_through = 0
+        return self._search
 
     def _search_texts(self, pages: Iterable[tuple[int, dict[str, Any]]]) -> Iterable[tuple[int, str, bytes | None]]:
         """Each page's searchable text and stored vector (a page that is not an archived page is

@@ -151,7 +151,7 @@ class Recalling(SystemParts):
         """The one ranking both :meth:`search` and the ``search_pages`` tool use: the ``k`` best
         archived pages for ``query``, best first. A hybrid ranking (query and page vectors fused
         with BM25) replaces this one place."""
-        return self._search.search(query, k)
+        return self._searched().search(query, k)
 
     def _found(self, call: SearchPages) -> _Search:
         """Run a ``search_pages`` call, counting nothing: each page found with its summary (from

@@ -9,9 +9,10 @@ as it builds itself from the :class:`SavedState`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 from memci.context.contents import RULES, ArchivePolicy, ContentsEntry, DroppedEntry, Rule
 from memci.context.cuts import DEFAULT_LOW_WATER, checked_low_water
@@ -76,6 +77,9 @@ class SavedState:
     context_edits: tuple[Edit, ...] = ()
     cleared_through: int = 0
     thinking_through: int = 0
+    #: ``dropped``'s rows joined (:func:`dropped_text`) when the maker has them (a system keeps
+    #: them; a state read back is the text it was read from), else joined when written.
+    dropped_rows: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def pages_through(self) -> int:
@@ -110,7 +114,7 @@ class SavedState:
             "policy": self.policy.to_dict(),
             "pages": [{"index": index, "messages": messages} for index, messages in self.pages],
             "contents": [e.to_dict() for e in self.contents],
-            "dropped": dropped_text(self.dropped),
+            "dropped": dropped_text(self.dropped) if self.dropped_rows is None else self.dropped_rows,
             **self._cut_keys(),
             **self._edit_keys(),
         }
@@ -166,11 +170,13 @@ class SavedState:
         next_index = _field(state, "next_index", int)
         contents = [_entry(raw, f"state['contents'][{i}]") for i, raw in enumerate(_field(state, "contents", list))]
         raw_dropped = state.get("dropped")
-        dropped = (
-            _dropped_rows(raw_dropped)
-            if isinstance(raw_dropped, str)
-            else [_dropped(raw, f"state['dropped'][{i}]") for i, raw in enumerate(_field(state, "dropped", list))]
-        )
+        dropped_rows = raw_dropped if isinstance(raw_dropped, str) and _CANONICAL_ROWS.fullmatch(raw_dropped) else None
+        if dropped_rows is not None:
+            dropped = _canonical_rows(dropped_rows)
+        elif isinstance(raw_dropped, str):
+            dropped = _dropped_rows(raw_dropped)
+        else:
+            dropped = [_dropped(raw, f"state['dropped'][{i}]") for i, raw in enumerate(_field(state, "dropped", list))]
         saved = cls(
             round_,
             next_index,
@@ -189,7 +195,9 @@ class SavedState:
             _unsaved(state.get(UNSAVED_PAGES, [])),
             *_cut_settings(state),
             edits_from_state(state.get("context_edits", [])),
-            *(_field(state, key, int) if key in state else 0 for key in ("cleared_through", "thinking_through")),
+            _field(state, "cleared_through", int) if "cleared_through" in state else 0,
+            _field(state, "thinking_through", int) if "thinking_through" in state else 0,
+            dropped_rows,
         )
         if state.get("pages_through", saved.pages_through) != saved.pages_through:
             raise StateError(
@@ -207,7 +215,8 @@ class SavedState:
         for key, value, least in (("round", self.round, 0), ("next_index", self.next_index, 1)):
             _bounded(value, f"state[{key!r}]", least)
         _bounded(self.revision, "state['revision']", 0)
-        _bounded(self.forgotten_through, "state['forgotten_through']", 0, self.pages_through)
+        pages_through = self.pages_through
+        _bounded(self.forgotten_through, "state['forgotten_through']", 0, pages_through)
         for key in ("cleared_through", "thinking_through"):
             _bounded(getattr(self, key), f"state[{key!r}]", 0, max(0, self.next_index - 2))
         indices = [index for index, _ in self.pages]
@@ -231,7 +240,7 @@ class SavedState:
         for kind, entries in archived:
             for i, entry in enumerate(entries):
                 where = f"state[{kind!r}][{i}]"
-                _bounded(entry.index, f"{where}['index']", self.forgotten_through + 1, self.pages_through)
+                _bounded(entry.index, f"{where}['index']", self.forgotten_through + 1, pages_through)
                 if entry.index in seen:
                     raise StateError(f"load: {where}: page {entry.index} is listed twice (also in {seen[entry.index]})")
                 seen[entry.index] = where
@@ -241,7 +250,7 @@ class SavedState:
                         _bounded(getattr(entry, name), f"{where}[{name!r}]", 0, self.round)
         for i, page in enumerate(self.unsaved):
             where = f"state[{UNSAVED_PAGES!r}][{i}]"
-            _bounded(page.index, f"{where}['index']", self.forgotten_through + 1, self.pages_through)
+            _bounded(page.index, f"{where}['index']", self.forgotten_through + 1, pages_through)
             _bounded(page.archived_round, f"{where}['archived_round']", 0, self.round)
 
 
@@ -317,6 +326,31 @@ def dropped_records(text: str) -> list[dict[str, str]]:
     """The rows of a ``state['dropped']`` string (:func:`dropped_text`) as dicts of its
     :data:`DROPPED_FIELDS`, unchecked (a row with too few fields lacks the last ones)."""
     return [dict(zip(DROPPED_FIELDS, row.split(","), strict=False)) for row in text.split(";")] if text else []
+
+
+#: One row of ``state['dropped']`` as a save writes it: five ints without leading zeros (at most
+#: :data:`_MAX_DIGITS` digits), then a rule.
+_CANONICAL_ROW = f"(?:(?:0|[1-9][0-9]{{0,{_MAX_DIGITS - 1}}}),){{5}}(?:{'|'.join(map(re.escape, RULES))})"
+_CANONICAL_ROWS = re.compile(rf"(?:{_CANONICAL_ROW}(?:;{_CANONICAL_ROW})*)?")
+
+
+def _canonical_rows(text: str) -> list[DroppedEntry]:
+    """The entries of a ``state['dropped']`` string that :data:`_CANONICAL_ROWS` matched (checked
+    in one pass, so each row is only split); its rows are then exactly the entries' rows."""
+    entries = []
+    for row in text.split(";") if text else ():
+        index, recall_count, last_recall_round, archived_round, dropped_round, rule = row.split(",")
+        entries.append(
+            DroppedEntry(
+                int(index),
+                int(recall_count),
+                int(last_recall_round),
+                int(archived_round),
+                int(dropped_round),
+                cast("Rule", rule),
+            )
+        )
+    return entries
 
 
 def _dropped_rows(text: str) -> list[DroppedEntry]:

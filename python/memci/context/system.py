@@ -177,6 +177,7 @@ class ContextSystem(Persistent, Recalling, SystemViews):
         # (Pages archived since the last save are staged in the log: written with the next state, in
         # one commit, so a crash before it leaves the store at the last save.)
         self._forgotten_through = 0
+        self._unindexed_through = 0
 
     # ---- the conversation ------------------------------------------------------------------------
 
@@ -385,6 +386,7 @@ class ContextSystem(Persistent, Recalling, SystemViews):
                     window.detach(index)
                 self._log.unstage()
                 self._search = PageSearch(embedder=self._search.embedder)
+                self._unindexed_through = 0
                 self._archive.forget()
                 self._forgotten_through = window.next_index - 1
             else:
