@@ -5,6 +5,7 @@ the texts alone."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import pytest
@@ -121,3 +122,23 @@ def test_with_low_water_the_kept_messages_grow_until_a_cut(messages: list[Messag
 def test_a_bad_low_water_is_refused() -> None:
     with pytest.raises(InvalidOperationError, match="low_water"):
         trimmer("cl100k_base", low_water=1.5)
+
+
+def test_threads_sharing_one_trimmer_each_get_the_reference_answer() -> None:
+    """Four threads trim prefixes of one history through one trimmer, in orders that grow and
+    shrink it under each other: each answer is the reference's."""
+    history = [Message("user" if i % 3 == 0 else "assistant", f"message {i} " * (i % 4 + 1)) for i in range(60)]
+    expected = {n: reference(history[:n], 40, "cl100k_base") for n in range(1, len(history) + 1)}
+    trim = trimmer("cl100k_base")
+    wrong: list[int] = []
+
+    def work(order: list[int]) -> None:
+        wrong.extend(n for n in order if trim.trim(history[:n], 40) != expected[n])
+
+    orders = [list(expected), list(reversed(expected)), list(expected)[::2], list(expected)[1::3]]
+    threads = [threading.Thread(target=work, args=(order,)) for order in orders]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
