@@ -119,9 +119,14 @@ def test_with_low_water_the_kept_messages_grow_until_a_cut(messages: list[Messag
         opened_at = n - len(kept) if joined(kept, "cl100k_base") <= budget else None
 
 
-def test_a_bad_low_water_is_refused() -> None:
+def test_a_bad_low_water_or_an_inexact_encoding_is_refused() -> None:
     with pytest.raises(InvalidOperationError, match="low_water"):
         trimmer("cl100k_base", low_water=1.5)
+    with pytest.raises(InvalidOperationError, match=r"JoinedTextTrimmer: .*exact encoding"):
+        trimmer("approximate")
+    with pytest.raises(InvalidOperationError, match="p50k"):
+        trimmer("p50k_base")
+    assert trimmer("gpt-4o").encoding == "gpt-4o"  # a model name names its encoding
 
 
 def test_threads_sharing_one_trimmer_each_get_the_reference_answer() -> None:

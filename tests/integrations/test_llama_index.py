@@ -647,7 +647,20 @@ def test_a_bad_counting_is_refused_and_the_store_left_as_it_was() -> None:
         MemciChatMemory.from_defaults(chat_history=[user("new")], chat_store=store, counting="tokens")  # type: ignore[arg-type]
     with pytest.raises(memci.InvalidOperationError, match="low_water"):
         MemciChatMemory.from_defaults(chat_history=[user("new")], chat_store=store, low_water=2.0)
+    # Characters / 4 rounded does not add up over the joints of the text count.
+    with pytest.raises(memci.InvalidOperationError, match=r"exact encoding .* not 'approximate'"):
+        MemciChatMemory.from_defaults(chat_history=[user("new")], chat_store=store, encoding="approximate")
+    with pytest.raises(memci.InvalidOperationError, match="p50k"):
+        MemciChatMemory.from_defaults(chat_history=[user("new")], chat_store=store, encoding="p50k_base")
     assert [m.content for m in store.get_messages("chat_history")] == ["kept"]
+
+
+def test_request_counting_takes_the_approximate_rule() -> None:
+    memory = MemciChatMemory.from_defaults(
+        chat_history=[user("a question " * 20), user("hi")], counting="request", encoding="approximate"
+    )
+    assert memory.get() == memory.get_all()
+    assert len(memory.tokenizer_fn("abcdefgh")) == 2
 
 
 @pytest.mark.parametrize("counting", COUNTINGS)

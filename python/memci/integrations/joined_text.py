@@ -29,11 +29,25 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from memci import tokens
+from memci.errors import InvalidOperationError
 from memci.integrations.trimming import History, check_low_water, extends, same_message
 
-__all__ = ["JoinedTextTrimmer"]
+__all__ = ["JoinedTextTrimmer", "check_encoding"]
 
 T = TypeVar("T")
+
+
+def check_encoding(owner: str, encoding: str) -> str:
+    """``encoding`` as the joined-text count takes it: an exact encoding (or a model name), whose
+    pieces the module's sums rest on. ``approximate`` (characters / 4) is refused: a rounded share
+    of the characters does not add up over joints."""
+    if encoding == tokens.APPROXIMATE:
+        raise InvalidOperationError(
+            f"{owner}: the joined-text count needs an exact encoding ({', '.join(tokens.ENCODINGS)} or a model name), "
+            f"not {encoding!r}"
+        )
+    tokens.count("", encoding)  # an unknown name is refused here, not at the first count
+    return encoding
 
 
 def _solid(text: str) -> bool:
@@ -66,7 +80,8 @@ class JoinedTextTrimmer(Generic[T]):
         encoding: str = tokens.DEFAULT_ENCODING,
         low_water: float | None = None,
     ) -> None:
-        self.text, self.can_start, self.same, self.encoding = text, can_start, same, encoding
+        self.text, self.can_start, self.same = text, can_start, same
+        self.encoding = check_encoding("JoinedTextTrimmer", encoding)
         self.low_water = check_low_water("JoinedTextTrimmer", low_water)
         self._lock = threading.Lock()
         self._forget()

@@ -43,10 +43,10 @@ with needs_extra("llama-index", __name__):
 from memci import tokens
 from memci.errors import InvalidOperationError
 from memci.formats import dumped
-from memci.integrations.joined_text import JoinedTextTrimmer
+from memci.integrations.joined_text import JoinedTextTrimmer, check_encoding
 from memci.integrations.trimming import HistoryTrimmer, check_low_water
 
-__all__ = ["MemciChatMemory", "to_memci"]
+__all__ = ["COUNTINGS", "Counting", "MemciChatMemory", "to_memci"]
 
 #: The share of an LLM's context window a memory built ``from_defaults(llm=...)`` may fill, as
 #: ``ChatMemoryBuffer`` takes it.
@@ -153,8 +153,9 @@ class MemciChatMemory(BaseChatStoreMemory):
     texts joined by spaces, so ``get`` keeps what ``ChatMemoryBuffer`` keeps at the same limit; or
     ``"request"``, what they cost in a request (overheads and tool calls included), whole tool
     groups, a leading system message kept, the history returned starting at a user message.
-    ``encoding``: ``o200k_base``, ``cl100k_base`` or ``approximate``; None (default):
-    ``cl100k_base`` for ``"text"`` (as ``ChatMemoryBuffer``), ``o200k_base`` for ``"request"``.
+    ``encoding``: ``o200k_base``, ``cl100k_base`` (or a model name), or, for ``"request"``,
+    ``approximate``; None (default): ``cl100k_base`` for ``"text"`` (as ``ChatMemoryBuffer``),
+    ``o200k_base`` for ``"request"``.
     ``low_water``: cut with hysteresis, the history returned grows append-only (a provider's
     prompt cache keeps hitting) until it passes the limit, then is cut back to ``low_water`` of it
     (:data:`~memci.integrations.trimming.LOW_WATER`, 0.6, is the adapters' usual mark) in one
@@ -193,7 +194,9 @@ class MemciChatMemory(BaseChatStoreMemory):
             raise InvalidOperationError(
                 f"MemciChatMemory.from_defaults: counting must be one of {list(COUNTINGS)}, got {counting!r}"
             )
-        if encoding is not None:
+        if encoding is not None and counting == "text":
+            check_encoding("MemciChatMemory.from_defaults", encoding)
+        elif encoding is not None:
             tokens.count("", encoding)  # an unknown encoding is refused here, not at the first get
         check_low_water("MemciChatMemory", low_water)  # before the chat store is written
         if token_limit is None:
