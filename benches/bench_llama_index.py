@@ -8,11 +8,16 @@ engine or agent does every turn:
 
 - ``llamaindex``: ``ChatMemoryBuffer`` (its default tokenizer): it tokenizes the joined text of the
   whole history, then of a suffix one message shorter, and so on until it fits: quadratic;
-- ``memci``: ``MemciChatMemory`` as it comes (exact ``o200k_base``, the chat format's overheads):
-  each message converted and counted once, when first seen; a get appends the new messages to the
-  window and cuts it with hysteresis (back to 60% of the limit when it passes it), O(new + kept);
-- ``memci-plain``: the same with ``low_water=None`` (the newest messages that fit at every get,
-  planned on the mirror and rolled back), O(new + kept) too.
+- ``memci``: ``MemciChatMemory`` as it comes, the drop-in (``counting="text"``: the same count
+  and the same messages kept as ``ChatMemoryBuffer``): each message counted once, when first seen,
+  a get reads the cached counts of what it keeps, O(new + kept);
+- ``memci-hysteresis``: the same with ``low_water=0.6`` (the messages kept grow append-only, cut
+  back to 60% of the limit when they pass it);
+- ``memci-request``: ``counting="request"`` (exact ``o200k_base``, the chat format's overheads,
+  whole tool groups) with ``low_water=0.6``: each message converted and counted once, a get
+  appends the new messages to the window and cuts it with hysteresis, O(new + kept);
+- ``memci-request-plain``: the same with ``low_water=None`` (the newest messages that fit at every
+  get, planned on the mirror and rolled back), O(new + kept) too.
 """
 
 from __future__ import annotations
@@ -28,10 +33,17 @@ from bench_build import llamaindex_messages
 pytest.importorskip("llama_index.core")
 from llama_index.core.llms import ChatMessage
 from llama_index.core.memory import ChatMemoryBuffer
-from memci.integrations.llama_index import MemciChatMemory
+from memci.integrations.llama_index import Counting, MemciChatMemory
 from memci.integrations.trimming import LOW_WATER
 
-PEERS = ("llamaindex", "memci", "memci-plain")
+PEERS = ("llamaindex", "memci", "memci-hysteresis", "memci-request", "memci-request-plain")
+#: The settings of each memci peer: (counting, low_water).
+SETTINGS: dict[str, tuple[Counting, float | None]] = {
+    "memci": ("text", None),
+    "memci-hysteresis": ("text", LOW_WATER),
+    "memci-request": ("request", LOW_WATER),
+    "memci-request-plain": ("request", None),
+}
 CASES = harness.cases(PEERS, slow=("llamaindex-1k",), very_slow=("llamaindex-10k", "llamaindex-100k"))
 LIMIT = 8000
 
@@ -46,9 +58,9 @@ class _Memory:
         if peer == "llamaindex":
             self.memory: Any = ChatMemoryBuffer.from_defaults(chat_history=list(history(size)), token_limit=LIMIT)
         else:
-            low_water = None if peer == "memci-plain" else LOW_WATER
+            counting, low_water = SETTINGS[peer]
             self.memory = MemciChatMemory.from_defaults(
-                chat_history=list(history(size)), token_limit=LIMIT, low_water=low_water
+                chat_history=list(history(size)), token_limit=LIMIT, counting=counting, low_water=low_water
             )
         self.turn = 0
         if peer != "llamaindex":

@@ -11,11 +11,13 @@ from typing import Any
 
 import memci
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("llama_index.core")
-from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
+from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
 from llama_index.core.storage.chat_store import SimpleChatStore
-from memci.integrations.llama_index import MemciChatMemory, to_memci
+from memci.integrations.llama_index import COUNTINGS, MemciChatMemory, to_memci
 from memci.integrations.trimming import LOW_WATER
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,9 +107,12 @@ def test_from_defaults_as_chat_memory_buffer_takes_it() -> None:
 @pytest.mark.parametrize("low_water", [None, LOW_WATER])
 @pytest.mark.parametrize("limit", [1, 5, 20, 37, 60, 100, 150, 240, 400, 700, 1200, 5000])
 def test_get_keeps_the_newest_within_the_limit_and_never_splits_a_call(limit: int, low_water: float | None) -> None:
-    """Without hysteresis, the most that fits; with it (the default), a cut keeps less."""
+    """Counting what a request costs: without hysteresis, the most that fits; with it, a cut keeps
+    less."""
     messages = history(12)
-    memory = MemciChatMemory.from_defaults(chat_history=messages, token_limit=limit, low_water=low_water)
+    memory = MemciChatMemory.from_defaults(
+        chat_history=messages, token_limit=limit, counting="request", low_water=low_water
+    )
     for initial in (0, limit // 3):
         got = memory.get(initial_token_count=initial)
         as_memci = [to_memci(m) for m in got]
@@ -174,7 +179,7 @@ def test_a_simple_chat_engine_sends_the_trimmed_history() -> None:
     from llama_index.core.llms.mock import MockLLMWithChatMemoryOfLastCall
 
     llm = MockLLMWithChatMemoryOfLastCall()
-    memory = MemciChatMemory.from_defaults(token_limit=120)
+    memory = MemciChatMemory.from_defaults(token_limit=120, counting="request")
     engine = SimpleChatEngine.from_defaults(llm=llm, memory=memory, system_prompt="Be brief.")
     for i in range(12):
         engine.chat(f"message {i} " * 4)
@@ -219,8 +224,9 @@ def test_a_function_agent_stores_its_tool_calls_whole() -> None:
     stored = [to_memci(m) for m in memory.get_all()]
     assert [m["role"] for m in stored][:4] == ["user", "assistant", "tool", "assistant"]
     assert memci.validate_messages(stored).valid
-    small = MemciChatMemory.from_defaults(chat_history=memory.get_all(), token_limit=60)
-    assert memci.validate_messages([to_memci(m) for m in small.get()]).valid
+    for counting in COUNTINGS:
+        small = MemciChatMemory.from_defaults(chat_history=memory.get_all(), token_limit=60, counting=counting)
+        assert memci.validate_messages([to_memci(m) for m in small.get()]).valid
 
 
 # ---- the async path -----------------------------------------------------------------------------
@@ -239,7 +245,7 @@ class StrictStore(SimpleChatStore):
 def test_aget_trims_as_get_does_and_passes_the_store_nothing_extra() -> None:
     messages = history(12)
     memory = MemciChatMemory.from_defaults(
-        chat_history=messages, chat_store=StrictStore(), token_limit=200, low_water=None
+        chat_history=messages, chat_store=StrictStore(), token_limit=200, counting="request"
     )
 
     async def run() -> tuple[list[ChatMessage], list[ChatMessage]]:
@@ -326,7 +332,7 @@ def test_get_reads_tool_selections_blocks_and_anthropic_calls() -> None:
         assert read["tool_calls"][0]["id"] == "t1"
         assert read["tool_calls"][0]["function"]["name"] == "weather"
         for limit in (10, 30, 80, 400):
-            got = MemciChatMemory.from_defaults(chat_history=messages, token_limit=limit).get()
+            got = MemciChatMemory.from_defaults(chat_history=messages, token_limit=limit, counting="request").get()
             assert memci.validate_messages([to_memci(m) for m in got]).valid
             assert (call in got) == (result in got)
     # The same call kept both as a block and in additional_kwargs is read once.
@@ -565,3 +571,131 @@ def test_a_chat_store_on_another_kind_of_state_is_refused_by_session(tmp_path: P
     with pytest.raises(memci.StateError, match=r"session 'k': .*another kind of state"):
         asyncio.run(store.get_messages("k"))
     assert storage.load_state() == saved
+
+
+# ---- counting="text": what ChatMemoryBuffer keeps, side by side -----------------------------------
+
+LLAMA_ROLES = [MessageRole.USER, MessageRole.ASSISTANT, MessageRole.TOOL, MessageRole.SYSTEM, MessageRole.CHATBOT]
+WORDS = st.sampled_from(["first", "message", "answer", " ", "  ", "\n", " \n", "\t", "!", "42", "é", "don't", "x."])
+TEXTS = st.lists(WORDS | st.text(max_size=3), max_size=6).map("".join)
+
+
+@st.composite
+def chat_messages(draw: st.DrawFn) -> ChatMessage:
+    """A message with a text, or (an assistant's) tool call without any (content None, counted as
+    "None" by ChatMemoryBuffer), or two text blocks (joined by a line break)."""
+    role = draw(st.sampled_from(LLAMA_ROLES))
+    shape = draw(st.sampled_from(["text", "text", "text", "call", "blocks"]))
+    if shape == "call":
+        call = ToolCallBlock(tool_call_id="c1", tool_name="f", tool_kwargs={})
+        return ChatMessage(role=MessageRole.ASSISTANT, blocks=[call])
+    if shape == "blocks":
+        return ChatMessage(role=role, blocks=[TextBlock(text=draw(TEXTS)), TextBlock(text=draw(TEXTS))])
+    return ChatMessage(role=role, content=draw(TEXTS))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(chat_messages(), min_size=1, max_size=10), st.integers(1, 30), st.data())
+def test_text_counting_keeps_what_chat_memory_buffer_keeps(
+    messages: list[ChatMessage], limit: int, data: st.DataObject
+) -> None:
+    """At any limit and initial count, after each put, MemciChatMemory's default keeps the very
+    messages ChatMemoryBuffer keeps; counting="request" on the same history sends its newest
+    messages (a leading system message aside) within the limit counted as a request, or the last
+    message alone."""
+    from llama_index.core.memory import ChatMemoryBuffer
+
+    native = ChatMemoryBuffer.from_defaults(token_limit=limit)
+    ours = MemciChatMemory.from_defaults(token_limit=limit)
+    request = MemciChatMemory.from_defaults(token_limit=limit, counting="request")
+    for message in messages:
+        for memory in (native, ours, request):
+            memory.put(message)
+        initial = data.draw(st.integers(0, limit))
+        assert ours.get(initial_token_count=initial) == native.get(initial_token_count=initial)
+        sent, stored = request.get(initial_token_count=initial), request.get_all()
+        assert tokens_of(sent) + initial <= limit or sent == stored[-1:]
+        rest = sent[1:] if sent and sent[0] is stored[0] and sent[0].role == MessageRole.SYSTEM else sent
+        assert rest == stored[len(stored) - len(rest) :]
+
+
+def tokens_of(messages: list[ChatMessage]) -> int:
+    return memci.tokens.count_messages([to_memci(m) for m in messages]) if messages else 0
+
+
+def test_the_counting_is_chat_memory_buffer_s_and_its_tokenizer() -> None:
+    """ChatMemoryBuffer's own tests at token_limit=5: "first message" is 2 tokens of text (9 as a
+    request), so two fit in the text count and none in the request count."""
+    first = user("first message")
+    text = MemciChatMemory.from_defaults(chat_history=[first, first], token_limit=5)
+    request = MemciChatMemory.from_defaults(chat_history=[first, first], token_limit=5, counting="request")
+    assert text.get() == [first, first]
+    assert request.get() == [first]  # nothing fits: the last message alone
+    assert len(text.tokenizer_fn("first message")) == 2
+    # cl100k_base, ChatMemoryBuffer's tokenizer's, unless an encoding is given.
+    hindi = "नमस्ते दुनिया"  # 13 tokens in cl100k_base, 5 in o200k_base
+    assert len(text.tokenizer_fn(hindi)) == memci.tokens.count(hindi, "cl100k_base") == 13
+    assert len(request.tokenizer_fn(hindi)) == memci.tokens.count(hindi, "o200k_base") == 5
+    given_one = MemciChatMemory.from_defaults(encoding="o200k_base")
+    assert len(given_one.tokenizer_fn(hindi)) == 5
+
+
+def test_a_bad_counting_is_refused_and_the_store_left_as_it_was() -> None:
+    store = SimpleChatStore()
+    store.set_messages("chat_history", [user("kept")])
+    with pytest.raises(memci.InvalidOperationError, match=r"counting must be one of \['text', 'request'\]"):
+        MemciChatMemory.from_defaults(chat_history=[user("new")], chat_store=store, counting="tokens")  # type: ignore[arg-type]
+    with pytest.raises(memci.InvalidOperationError, match="low_water"):
+        MemciChatMemory.from_defaults(chat_history=[user("new")], chat_store=store, low_water=2.0)
+    # Characters / 4 rounded does not add up over the joints of the text count.
+    with pytest.raises(memci.InvalidOperationError, match=r"exact encoding .* not 'approximate'"):
+        MemciChatMemory.from_defaults(chat_history=[user("new")], chat_store=store, encoding="approximate")
+    with pytest.raises(memci.InvalidOperationError, match="p50k"):
+        MemciChatMemory.from_defaults(chat_history=[user("new")], chat_store=store, encoding="p50k_base")
+    assert [m.content for m in store.get_messages("chat_history")] == ["kept"]
+
+
+def test_request_counting_takes_the_approximate_rule() -> None:
+    memory = MemciChatMemory.from_defaults(
+        chat_history=[user("a question " * 20), user("hi")], counting="request", encoding="approximate"
+    )
+    assert memory.get() == memory.get_all()
+    assert len(memory.tokenizer_fn("abcdefgh")) == 2
+
+
+@pytest.mark.parametrize("counting", COUNTINGS)
+def test_the_counting_survives_a_round_trip(counting: str) -> None:
+    import pickle
+
+    memory = MemciChatMemory.from_defaults(
+        chat_history=[user("first message"), user("first message")], token_limit=5, counting=counting
+    )
+    for again in (
+        MemciChatMemory.from_string(memory.to_string()),
+        MemciChatMemory.from_dict(memory.to_dict()),
+        pickle.loads(pickle.dumps(memory)),
+    ):
+        assert again.counting == counting
+        assert again.get() == memory.get()
+
+
+def test_text_counting_with_low_water_cuts_less_often() -> None:
+    """Hysteresis on the text count: the messages sent grow append-only until they pass the limit,
+    then are cut to within low_water of it; ChatMemoryBuffer, the control, cuts at every turn."""
+    from llama_index.core.memory import ChatMemoryBuffer
+
+    native = ChatMemoryBuffer.from_defaults(token_limit=60)
+    ours = MemciChatMemory.from_defaults(token_limit=60, low_water=LOW_WATER)
+    firsts_native, firsts_ours = set(), set()
+    for i in range(40):
+        for memory in (native, ours):
+            memory.put(user(f"question {i}"))
+            memory.put(assistant(f"answer {i}"))
+        sent = ours.get()
+        text = " ".join(str(m.content) for m in sent)
+        assert memci.tokens.count(text, "cl100k_base") <= 60
+        assert sent == ours.get_all()[-len(sent) :]
+        assert sent[0].role == MessageRole.USER
+        firsts_native.add(native.get()[0].content)
+        firsts_ours.add(sent[0].content)
+    assert len(firsts_ours) < len(firsts_native) / 2  # fewer cuts: the prefix a cache reuses changes less

@@ -2,8 +2,9 @@
 (``ChatMemoryBuffer``'s own tests and the chat engine's that build one).
 
 ``MemciChatMemory`` is a drop-in for ``ChatMemoryBuffer`` (the same ``from_defaults``, ``get``
-with an initial token count, ``to_string``/``from_string``, ``to_dict``/``from_dict``, pickle),
-so the name is rebound to the class itself. ``noop`` binds a subclass of ``ChatMemoryBuffer``
+with an initial token count, counting as ``ChatMemoryBuffer`` counts by default,
+``to_string``/``from_string``, ``to_dict``/``from_dict``, pickle), so the name is rebound to the
+class itself. ``noop`` binds a subclass of ``ChatMemoryBuffer``
 that changes nothing.
 """
 

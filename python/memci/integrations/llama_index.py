@@ -10,12 +10,18 @@ wherever that one or ``Memory`` goes: ``SimpleChatEngine``, ``FunctionAgent.run(
     response = await agent.run("What's the weather in Paris?", memory=memory)
 
 The messages live in the chat store (LlamaIndex's ``SimpleChatStore`` by default, or any
-``BaseChatStore``: Redis, Postgres, ...), as ``ChatMemoryBuffer`` keeps them. memci mirrors them
-in a :class:`~memci.MessageArray` (:class:`~memci.integrations.trimming.HistoryTrimmer`), so
-``get`` returns the newest messages within ``token_limit`` counted exactly (``o200k_base`` by
-default), cut with hysteresis, in O(new + kept) with the counts cached, where
-``ChatMemoryBuffer`` re-tokenizes a shrinking suffix per message dropped (quadratic), and never
-returns a tool result without the call that asked for it or a call without its results.
+``BaseChatStore``: Redis, Postgres, ...), as ``ChatMemoryBuffer`` keeps them. ``get`` returns
+the newest messages within ``token_limit`` in O(new + kept), each message counted once, where
+``ChatMemoryBuffer`` re-tokenizes a shrinking suffix per message dropped (quadratic). Two ways
+of counting (``counting=``):
+
+- ``"text"`` (the default, the drop-in): as ``ChatMemoryBuffer`` counts, the messages' texts
+  joined by spaces, in ``cl100k_base`` (its default tokenizer's), so the same messages are kept
+  (:class:`~memci.integrations.joined_text.JoinedTextTrimmer`);
+- ``"request"``: what the messages cost in a request, the chat format's per-message overhead and
+  the tool calls included (``o200k_base`` by default), whole tool groups, a leading system
+  message kept (:class:`~memci.integrations.trimming.HistoryTrimmer`).
+
 Decisions: ``docs/integrations/llama-index.md``.
 """
 
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from memci._optional import needs_extra
 
@@ -37,14 +43,23 @@ with needs_extra("llama-index", __name__):
 from memci import tokens
 from memci.errors import InvalidOperationError
 from memci.formats import dumped
-from memci.integrations.trimming import LOW_WATER, HistoryTrimmer, check_low_water
+from memci.integrations.joined_text import JoinedTextTrimmer, check_encoding
+from memci.integrations.trimming import HistoryTrimmer, check_low_water
 
-__all__ = ["MemciChatMemory", "to_memci"]
+__all__ = ["COUNTINGS", "Counting", "MemciChatMemory", "to_memci"]
 
 #: The share of an LLM's context window a memory built ``from_defaults(llm=...)`` may fill, as
 #: ``ChatMemoryBuffer`` takes it.
 DEFAULT_TOKEN_LIMIT_RATIO = 0.75
 DEFAULT_TOKEN_LIMIT = 3000
+#: How ``get`` counts: ``"text"``, ``ChatMemoryBuffer``'s count (the drop-in), or ``"request"``.
+Counting = Literal["text", "request"]
+COUNTINGS: tuple[Counting, ...] = ("text", "request")
+#: The encoding of ``ChatMemoryBuffer``'s default tokenizer (LlamaIndex's ``get_tokenizer()``:
+#: tiktoken's for ``gpt-3.5-turbo``), the default of ``counting="text"``.
+TEXT_ENCODING = "cl100k_base"
+#: The roles a cut may not open the history at, as ``ChatMemoryBuffer`` cuts.
+_NOT_FIRST = (MessageRole.ASSISTANT, MessageRole.TOOL)
 #: LlamaIndex roles memci reads as another role.
 _ROLES = {MessageRole.CHATBOT: "assistant", MessageRole.MODEL: "assistant"}
 
@@ -119,23 +134,40 @@ def _converted(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
     return [to_memci(m) for m in messages]
 
 
+def _text(message: ChatMessage) -> str:
+    """The text ``ChatMemoryBuffer`` counts a message by: ``str`` of its content (its text blocks
+    joined by line breaks; ``"None"`` for a message without any)."""
+    return str(message.content)
+
+
+def _can_open(message: ChatMessage) -> bool:
+    return message.role not in _NOT_FIRST
+
+
 class MemciChatMemory(BaseChatStoreMemory):
-    """A chat memory whose ``get`` is memci's exact token-budget trim (see the module).
+    """A chat memory whose ``get`` keeps the newest messages within ``token_limit``, counted once
+    each (see the module).
 
     ``token_limit``: the tokens ``get`` may return (``initial_token_count`` of them taken by what
-    the caller sends besides: a system prompt). ``encoding``: ``o200k_base`` (default),
-    ``cl100k_base`` or ``approximate``. A leading system message is kept, as memci's trims keep
-    it; the history returned starts at a user message. Cut with hysteresis: the history returned
-    grows append-only (a provider's prompt cache keeps hitting) until it passes the limit, then is
-    cut back to ``low_water`` of it (:data:`~memci.integrations.trimming.LOW_WATER`, 0.6) in one
-    step; ``low_water=None``: the newest messages that fit at every ``get``. Messages changed in
-    place in the middle of the chat store by someone else are not seen (one appended or removed
-    is); see :class:`~memci.integrations.trimming.HistoryTrimmer`."""
+    the caller sends besides: a system prompt). ``counting``: ``"text"`` (default), the messages'
+    texts joined by spaces, so ``get`` keeps what ``ChatMemoryBuffer`` keeps at the same limit; or
+    ``"request"``, what they cost in a request (overheads and tool calls included), whole tool
+    groups, a leading system message kept, the history returned starting at a user message.
+    ``encoding``: ``o200k_base``, ``cl100k_base`` (or a model name), or, for ``"request"``,
+    ``approximate``; None (default): ``cl100k_base`` for ``"text"`` (as ``ChatMemoryBuffer``),
+    ``o200k_base`` for ``"request"``.
+    ``low_water``: cut with hysteresis, the history returned grows append-only (a provider's
+    prompt cache keeps hitting) until it passes the limit, then is cut back to ``low_water`` of it
+    (:data:`~memci.integrations.trimming.LOW_WATER`, 0.6, is the adapters' usual mark) in one
+    step; None (default): the newest messages that fit at every ``get``, as ``ChatMemoryBuffer``.
+    Messages changed in place in the middle of the chat store by someone else are not seen (one
+    appended or removed is)."""
 
     token_limit: int = Field(default=DEFAULT_TOKEN_LIMIT, gt=0)
-    encoding: str = tokens.DEFAULT_ENCODING
-    low_water: float | None = Field(default=LOW_WATER, gt=0, le=1)
-    _trimmer: HistoryTrimmer[ChatMessage] | None = PrivateAttr(default=None)
+    counting: Counting = "text"
+    encoding: str | None = None
+    low_water: float | None = Field(default=None, gt=0, le=1)
+    _trimmer: HistoryTrimmer[ChatMessage] | JoinedTextTrimmer[ChatMessage] | None = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -149,24 +181,33 @@ class MemciChatMemory(BaseChatStoreMemory):
         chat_store: BaseChatStore | None = None,
         chat_store_key: str = DEFAULT_CHAT_STORE_KEY,
         token_limit: int | None = None,
-        encoding: str = tokens.DEFAULT_ENCODING,
-        low_water: float | None = LOW_WATER,
+        counting: Counting = "text",
+        encoding: str | None = None,
+        low_water: float | None = None,
         **kwargs: Any,
     ) -> MemciChatMemory:
         """As ``ChatMemoryBuffer.from_defaults``: the limit is ``token_limit``, else 75% of
         ``llm``'s context window, else 3,000."""
         if kwargs:
             raise InvalidOperationError(f"MemciChatMemory.from_defaults: unexpected arguments {sorted(kwargs)}")
-        tokens.count("", encoding)  # an unknown encoding is refused here, not at the first get
+        if counting not in COUNTINGS:
+            raise InvalidOperationError(
+                f"MemciChatMemory.from_defaults: counting must be one of {list(COUNTINGS)}, got {counting!r}"
+            )
+        if encoding is not None and counting == "text":
+            check_encoding("MemciChatMemory.from_defaults", encoding)
+        elif encoding is not None:
+            tokens.count("", encoding)  # an unknown encoding is refused here, not at the first get
+        check_low_water("MemciChatMemory", low_water)  # before the chat store is written
         if token_limit is None:
             window = llm.metadata.context_window if llm is not None else None
             token_limit = int(window * DEFAULT_TOKEN_LIMIT_RATIO) if window else DEFAULT_TOKEN_LIMIT
         store = chat_store or SimpleChatStore()
         if chat_history is not None:
             store.set_messages(chat_store_key, chat_history)
-        check_low_water("MemciChatMemory", low_water)
         return cls(
             token_limit=token_limit,
+            counting=counting,
             encoding=encoding,
             low_water=low_water,
             chat_store=store,
@@ -179,24 +220,33 @@ class MemciChatMemory(BaseChatStoreMemory):
         state["__pydantic_private__"] = {"_trimmer": None}
         return state
 
-    def _history_trimmer(self) -> HistoryTrimmer[ChatMessage]:
+    def _encoding(self) -> str:
+        """The encoding counted in: ``encoding``, else the default of the counting."""
+        if self.encoding is not None:
+            return self.encoding
+        return TEXT_ENCODING if self.counting == "text" else tokens.DEFAULT_ENCODING
+
+    def _history_trimmer(self) -> HistoryTrimmer[ChatMessage] | JoinedTextTrimmer[ChatMessage]:
         """The trimmer of this memory's history, made at the first use (a pydantic model has no
         lock-free lazy field: two first calls at once may each make one, and one is kept)."""
         trimmer = self._trimmer
         if trimmer is None:
-            trimmer = HistoryTrimmer(
-                _converted,
-                encoding=self.encoding,
-                low_water=self.low_water,
-                relaxed=[{"keep_system": False}],  # the system message goes only if no turn fits beside it
-            )
+            if self.counting == "text":
+                trimmer = JoinedTextTrimmer(_text, _can_open, encoding=self._encoding(), low_water=self.low_water)
+            else:
+                trimmer = HistoryTrimmer(
+                    _converted,
+                    encoding=self._encoding(),
+                    low_water=self.low_water,
+                    relaxed=[{"keep_system": False}],  # the system message goes only if no turn fits beside it
+                )
             self._trimmer = trimmer
         return trimmer
 
     def tokenizer_fn(self, text: str) -> list[int]:
-        """A list as long as ``text``'s exact token count (its items are not token ids): what
-        LlamaIndex's chat engines take the length of to count a prefix."""
-        return [0] * tokens.count(text, self.encoding)
+        """A list as long as ``text``'s exact token count in the memory's encoding (its items are
+        not token ids): what LlamaIndex's chat engines take the length of to count a prefix."""
+        return [0] * tokens.count(text, self._encoding())
 
     def _check_initial(self, initial_token_count: int) -> None:
         if initial_token_count > self.token_limit:
@@ -205,13 +255,16 @@ class MemciChatMemory(BaseChatStoreMemory):
             )
 
     def get(self, input: str | None = None, initial_token_count: int = 0, **kwargs: Any) -> list[ChatMessage]:
-        """The newest messages whose exact count, with ``initial_token_count``, fits
-        ``token_limit``: whole tool groups, starting at a user message, a leading system message
-        kept when a turn fits beside it (dropped when none does). Like ``ChatMemoryBuffer``, when no message of the
-        conversation fits, the last message alone (so that the model reports the overflow rather
-        than losing it silently). O(kept), the counts cached; the first call after messages were
-        added counts those. ``input`` and other keywords are accepted and ignored, as
-        ``ChatMemoryBuffer`` does. With ``low_water``, a cut keeps less (see the class)."""
+        """The newest messages whose count, with ``initial_token_count``, fits ``token_limit``.
+        ``counting="text"``: ``ChatMemoryBuffer``'s answer (the whole history, or the longest
+        suffix opening at a message that is not an assistant or tool message, whose texts joined
+        by spaces fit). ``counting="request"``: whole tool groups, starting at a user message, a
+        leading system message kept when a turn fits beside it (dropped when none does). Like
+        ``ChatMemoryBuffer``, when nothing fits, the last message alone (so that the model reports
+        the overflow rather than losing it silently). O(new + kept), the counts cached: the first
+        call after messages were added counts those. ``input`` and other keywords are accepted and
+        ignored, as ``ChatMemoryBuffer`` does. With ``low_water``, a cut keeps less (see the
+        class)."""
         self._check_initial(initial_token_count)
         return self._trimmed(self.chat_store.get_messages(self.chat_store_key), initial_token_count)
 
@@ -284,6 +337,7 @@ class MemciChatMemory(BaseChatStoreMemory):
             stored = {**store.model_dump(), "class_name": store.class_name()}
         settings = {
             "token_limit": self.token_limit,
+            "counting": self.counting,
             "encoding": self.encoding,
             "low_water": self.low_water,
             "chat_store_key": self.chat_store_key,

@@ -29,7 +29,7 @@ from memci import tokens
 from memci.array import MessageArray
 from memci.errors import InvalidOperationError
 
-__all__ = ["LOW_WATER", "Conversations", "History", "HistoryTrimmer", "check_low_water"]
+__all__ = ["LOW_WATER", "Conversations", "History", "HistoryTrimmer", "check_low_water", "extends", "same_message"]
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -65,8 +65,18 @@ class History(Protocol[T_co]):
     def __getitem__(self, key: slice, /) -> Sequence[T_co]: ...
 
 
-def _same(a: object, b: object) -> bool:
+def same_message(a: object, b: object) -> bool:
+    """Whether two of a framework's messages are the same one: the same object, or equal."""
     return a is b or a == b
+
+
+def extends(history: History[T], seen: int, ends: tuple[T, T] | None, same: Callable[[T, T], bool]) -> bool:
+    """Whether ``history`` is the one seen, grown or not: at least ``seen`` messages long, with the
+    same first message and the same one where the last seen was (``ends``: those two; None when
+    nothing was seen)."""
+    if ends is None:
+        return True
+    return len(history) >= seen and same(history[0], ends[0]) and same(history[seen - 1], ends[1])
 
 
 class HistoryTrimmer(Generic[T]):
@@ -83,7 +93,7 @@ class HistoryTrimmer(Generic[T]):
         self,
         convert: Callable[[Sequence[T]], list[dict[str, Any]]],
         *,
-        same: Callable[[T, T], bool] = _same,
+        same: Callable[[T, T], bool] = same_message,
         encoding: str = tokens.DEFAULT_ENCODING,
         keep_system: bool = True,
         start_on: str | None = "user",
@@ -130,10 +140,8 @@ class HistoryTrimmer(Generic[T]):
     def _sync(self, history: History[T], n: int) -> None:
         """Append the messages that arrived since the last call; mirror again when the history is
         not the one seen (shorter, or another first or last-seen message)."""
-        seen, ends = self._seen, self._ends
-        if ends is not None and (
-            n < seen or not self.same(history[0], ends[0]) or not self.same(history[seen - 1], ends[1])
-        ):
+        seen = self._seen
+        if not extends(history, seen, self._ends, self.same):
             self._forget()
             seen = 0
         if n == seen:
