@@ -158,10 +158,11 @@ class Persistent(SystemParts):
     ) -> Self:
         """The context system last saved to ``storage``, exactly: rounds, counts, the active pages
         with the open one, the contents and dropped entries; search finds what it found (its index
-        is built from the stored pages at the first search, once). The summarizer and counter are not saved: pass them again if they are not the
-        defaults. :class:`~memci.StateError` names what is wrong with a bad state, or says the
-        storage holds none (:meth:`open` creates one then). An archived page the storage lost is
-        reported when it is recalled. O(state): no archived page is read."""
+        is built from the stored pages at the first search, once). The summarizer and counter are
+        not saved: pass them again if they are not the defaults. :class:`~memci.StateError` names
+        what is wrong with a bad state, or says the storage holds none (:meth:`open` creates one
+        then). An archived page the storage lost is reported when it is recalled. O(state): no
+        archived page is read."""
         state = checked_storage(storage).load_state()
         if state is None:
             raise StateError("load: the storage holds no saved state")
