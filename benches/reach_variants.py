@@ -193,7 +193,8 @@ def bert_embedder(directory: Path, max_tokens: int = 256) -> TextEmbedder:
 
     def embed(texts: list[str]) -> Matrix:
         encodings = tokenizer.encode_batch(texts)
-        return np.stack([states(np.asarray(e.ids[:max_tokens], dtype=np.int64)).mean(axis=0) for e in encodings])
+        pooled = [states(np.asarray(e.ids[:max_tokens], dtype=np.int64)).mean(axis=0) for e in encodings]
+        return np.asarray(pooled, dtype=np.float32)
 
     return embed
 

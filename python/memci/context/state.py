@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from memci.context.contents import RULES, ArchivePolicy, ContentsEntry, DroppedEntry, Rule
+from memci.context.contents import RULES, ArchivePolicy, ContentsEntry, DroppedEntries, DroppedEntry, Rule
 from memci.context.cuts import DEFAULT_LOW_WATER, checked_low_water
 from memci.context.edits import Edit, edits_from_state, edits_to_state
 from memci.context.page import ArchivedPage, Message
@@ -171,10 +171,8 @@ class SavedState:
         contents = [_entry(raw, f"state['contents'][{i}]") for i, raw in enumerate(_field(state, "contents", list))]
         raw_dropped = state.get("dropped")
         dropped_rows = raw_dropped if isinstance(raw_dropped, str) and _CANONICAL_ROWS.fullmatch(raw_dropped) else None
-        if dropped_rows is not None:
-            dropped = _canonical_rows(dropped_rows)
-        elif isinstance(raw_dropped, str):
-            dropped = _dropped_rows(raw_dropped)
+        if isinstance(raw_dropped, str):
+            dropped = _dropped_rows(raw_dropped, checked=dropped_rows is not None)
         else:
             dropped = [_dropped(raw, f"state['dropped'][{i}]") for i, raw in enumerate(_field(state, "dropped", list))]
         saved = cls(
@@ -319,7 +317,7 @@ def dropped_text(dropped: Sequence[DroppedEntry]) -> str:
     ``,``, the rows joined by ``;`` (``""``: none). Dropped entries are most of a long
     conversation's state, and one string is checked and encoded by a save in one step rather than
     six values an entry (a state saved before wrote a list of dicts, which still loads). O(entries)."""
-    return ";".join(d.row for d in dropped)
+    return DroppedEntries(dropped).text()
 
 
 def dropped_records(text: str) -> list[dict[str, str]]:
@@ -334,32 +332,26 @@ _CANONICAL_ROW = f"(?:(?:0|[1-9][0-9]{{0,{_MAX_DIGITS - 1}}}),){{5}}(?:{'|'.join
 _CANONICAL_ROWS = re.compile(rf"(?:{_CANONICAL_ROW}(?:;{_CANONICAL_ROW})*)?")
 
 
-def _canonical_rows(text: str) -> list[DroppedEntry]:
-    """The entries of a ``state['dropped']`` string that :data:`_CANONICAL_ROWS` matched (checked
-    in one pass, so each row is only split); its rows are then exactly the entries' rows."""
-    entries = []
-    for row in text.split(";") if text else ():
-        index, recall_count, last_recall_round, archived_round, dropped_round, rule = row.split(",")
-        entries.append(
-            DroppedEntry(
-                int(index),
-                int(recall_count),
-                int(last_recall_round),
-                int(archived_round),
-                int(dropped_round),
-                cast("Rule", rule),
-            )
-        )
-    return entries
-
-
-def _dropped_rows(text: str) -> list[DroppedEntry]:
-    """The entries of a ``state['dropped']`` string, each field checked: a count or round of
-    digits, a rule of :data:`~memci.context.contents.RULES`."""
+def _dropped_rows(text: str, *, checked: bool) -> list[DroppedEntry]:
+    """The entries of a ``state['dropped']`` string, each field checked (a count or round of
+    digits, a rule of :data:`~memci.context.contents.RULES`) unless the whole text was
+    (``checked``: :data:`_CANONICAL_ROWS` matched it in one pass, so each row is only split)."""
     entries = []
     for i, row in enumerate(text.split(";") if text else ()):
-        where = f"state['dropped'][{i}]"
         fields = row.split(",")
+        if checked:
+            entries.append(
+                DroppedEntry(
+                    int(fields[0]),
+                    int(fields[1]),
+                    int(fields[2]),
+                    int(fields[3]),
+                    int(fields[4]),
+                    cast("Rule", fields[5]),
+                )
+            )
+            continue
+        where = f"state['dropped'][{i}]"
         if len(fields) != len(DROPPED_FIELDS):
             raise StateError(f"load: {where} is {shown(row)}, expected {','.join(DROPPED_FIELDS)}")
         *numbers, rule = fields
