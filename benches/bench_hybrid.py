@@ -5,7 +5,8 @@ run and looked up by the embedder).
 - ``hybrid_search``: 100 searches (the queries of ``bench_storage``), k=5 with snippets, over n
   pages with 384-dimension vectors (random unit vectors: all-MiniLM-L6-v2's size; the cost does not
   depend on what they mean). Peers: ``memci-bm25`` (``PageSearch()``, BM25 alone), ``memci-convex``
-  and ``memci-rrf`` (``PageSearch(embedder=...)`` with each fusion), ``numpy`` (the same
+  and ``memci-rrf`` (``PageSearch(embedder=...)`` with each fusion), ``memci-context`` (the
+  default convex fusion with the neighbour context a context system searches with), ``numpy`` (the same
   hybrid written with numpy: memci's BM25 top 100, a float32 matrix product for the cosines,
   ``argpartition`` for their top 100, the convex fusion in Python).
 """
@@ -22,10 +23,11 @@ import numpy.typing as npt
 import pytest
 from bench_storage import K, queries, texts
 from generator import SIZES
+from memci.context.search import CONVERSATION_NEIGHBOUR_WEIGHT
 
 DIM = 384
 DEPTH = 100
-PEERS = ("memci-bm25", "memci-convex", "memci-rrf", "numpy")
+PEERS = ("memci-bm25", "memci-convex", "memci-rrf", "memci-context", "numpy")
 
 
 @cache
@@ -78,7 +80,10 @@ def index(peer: str, size: str) -> Any:
         built = memci.PageSearch()
         built.extend(texts(size))
         return built
-    built = memci.PageSearch(embedder=lookup, fusion=peer.removeprefix("memci-"), weight=0.3)
+    if peer == "memci-context":
+        built = memci.PageSearch(embedder=lookup, neighbour_weight=CONVERSATION_NEIGHBOUR_WEIGHT)
+    else:
+        built = memci.PageSearch(embedder=lookup, fusion=peer.removeprefix("memci-"), weight=0.3)
     rows = vectors(size)
     built.extend([(page, text, rows[i].tobytes()) for i, (page, text) in enumerate(texts(size))])
     return built

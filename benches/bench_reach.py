@@ -8,17 +8,21 @@ Each LoCoMo conversation is fed into a default ``ContextSystem(max_context_token
   share of questions whose evidence page is in the window, on the contents page, or in the top 5 of
   the ``search_pages`` tool called with the question (one step of the model), and the share reached
   by any of the three; page-level R@1/5/10 of the tool (``k=10``) over the archive, and of each
-  peer over every page's text: ``memci`` (``PageSearch``), ``bm25s`` and ``rank_bm25`` (their own
+  peer over every page's text: ``memci`` (``PageSearch``, plain BM25), ``memci-context`` (with the
+  neighbour context the context system searches with), ``bm25s`` and ``rank_bm25`` (their own
   tokenizers, English stop words for bm25s as its README does). A question counts as found at k
   when any of its evidence pages is in the top k. The ``hybrid`` columns are the same for a
   ``ContextSystem(embedder=StaticEmbedder.wordllama())`` fed the same way, in the same run (its
   fusion the default); without the ``wordllama`` package they are left out.
 - ``fusion_sweep`` (untimed): the hybrid system's archive (each page's searchable text and the
-  vector the system stored for it) searched by ``PageSearch(embedder=..., fusion=..., weight=...)``
-  for each fusion and weight in ``SWEEP``, and by BM25 alone and cosine alone: R@1/5/10 and
-  one-step reach (window, contents page, or the top 5) over every question.
+  vector the system stored for it) searched by BM25 alone at each neighbour weight in
+  ``NEIGHBOUR_SWEEP``, by ``PageSearch(embedder=..., fusion=..., weight=...)`` with the context
+  system's neighbour context for each fusion and weight in ``SWEEP``, by the former default
+  (convex, ``w`` = 0.3, no neighbour context) and by cosine alone: R@1/5/10 and one-step reach
+  (window, contents page, or the top 5) over every question.
 - ``search_10k``: 100 LoCoMo questions searched (k=5) over 10,000 pages (LoCoMo's pages, cycled).
-  Peers: ``memci`` (``PageSearch``, snippets included), ``bm25s`` (``retrieve``, scores only),
+  Peers: ``memci`` (``PageSearch``, snippets included), ``memci-context`` (the same with neighbour
+  context), ``bm25s`` (``retrieve``, scores only),
   ``rank_bm25`` (``BM25Okapi.get_scores`` and a top-5 pick).
 
 Needs ``MEMCI_LOCOMO`` (see ``locomo.py``); skipped without it (``fusion_sweep`` also without
@@ -40,7 +44,7 @@ import memci
 import numpy as np
 import pytest
 from memci.context.embedding import Embedder, Vectors, row_bytes
-from memci.context.search import DEFAULT_FUSION, DEFAULT_WEIGHT, Fusion
+from memci.context.search import CONVERSATION_NEIGHBOUR_WEIGHT, DEFAULT_FUSION, DEFAULT_WEIGHT, Fusion
 
 #: Pages in the timed search.
 SEARCH_PAGES = 10_000
@@ -51,6 +55,8 @@ SWEEP: list[tuple[Fusion, float]] = [
     *(("convex", w) for w in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)),
     *(("rrf", w) for w in (0.1, 0.2, 0.3, 0.4, 0.5)),
 ]
+#: The neighbour context's weights swept with BM25 alone (``fusion_sweep``).
+NEIGHBOUR_SWEEP = (0.0, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9)
 _PAGE_LINE = re.compile(r"^\[page (\d+)\]", re.MULTILINE)
 _WORDS = re.compile(r"\w+")
 
@@ -68,10 +74,15 @@ def _tool_ranks(ctx: memci.ContextSystem, question: str, k: int) -> list[int]:
 Ranker = Callable[[Sequence[str], int], list[list[int]]]
 
 
-def _memci_ranker(pages: dict[int, str]) -> Ranker:
-    index = memci.PageSearch()
+def _memci_ranker(pages: dict[int, str], neighbour_weight: float = 0.0) -> Ranker:
+    index = memci.PageSearch(neighbour_weight=neighbour_weight)
     index.extend(list(pages.items()))
     return lambda queries, k: [[hit.page_index for hit in index.search(q, k)] for q in queries]
+
+
+def _memci_context_ranker(pages: dict[int, str]) -> Ranker:
+    """``PageSearch`` as a context system searches its archive: with neighbour context."""
+    return _memci_ranker(pages, CONVERSATION_NEIGHBOUR_WEIGHT)
 
 
 def _bm25s_ranker(pages: dict[int, str]) -> Ranker:
@@ -106,6 +117,7 @@ def _rank_bm25_ranker(pages: dict[int, str]) -> Ranker:
 
 RANKERS: dict[str, Callable[[dict[int, str]], Ranker]] = {
     "memci": _memci_ranker,
+    "memci-context": _memci_context_ranker,
     "bm25s": _bm25s_ranker,
     "rank_bm25": _rank_bm25_ranker,
 }
@@ -178,7 +190,7 @@ def hybrid_feed() -> tuple[_Hybrid, ...]:
 def reach() -> dict[str, dict[str, float]]:
     """The reach table: one row per category and one for all, each column a share of questions."""
     rows: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
-    peers = {name: make for name, make in RANKERS.items() if name == "memci" or _installed(name)}
+    peers = {name: make for name, make in RANKERS.items() if name.startswith("memci") or _installed(name)}
     hybrid = hybrid_feed() if _wordllama() is not None else ()
     for n, conv in enumerate(locomo.feed_all()):
         systems = {"": (conv.ctx, _shown(conv.ctx))}
@@ -221,11 +233,15 @@ def _installed(module: str) -> bool:
 def fusion_sweep() -> dict[str, dict[str, float]]:
     """The sweep table: one row per ranking of the hybrid system's archive, over every question."""
     embedder = _wordllama()
-    rankings: dict[str, Callable[[], memci.PageSearch]] = {"BM25 alone": memci.PageSearch}
+    context = CONVERSATION_NEIGHBOUR_WEIGHT
+    rankings: dict[str, Callable[[], memci.PageSearch]] = {
+        f"BM25 alone, neighbours {w}": lambda w=w: memci.PageSearch(neighbour_weight=w) for w in NEIGHBOUR_SWEEP
+    }
     for fusion, weight in SWEEP:
         rankings[f"{fusion} w={weight}"] = lambda f=fusion, w=weight: memci.PageSearch(
-            embedder=embedder, fusion=f, weight=w
+            embedder=embedder, fusion=f, weight=w, neighbour_weight=context
         )
+    rankings["convex w=0.3, no neighbours"] = lambda: memci.PageSearch(embedder=embedder, fusion="convex", weight=0.3)
     rankings["cosine alone"] = lambda: memci.PageSearch(embedder=embedder, fusion="convex", weight=1.0)
     rows: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
     for conv in hybrid_feed():

@@ -6,9 +6,11 @@ embeds it) is ranked for each LoCoMo question: BM25's top 100 (``PageSearch``) a
 top 100 pages by its dense score, fused as the system fuses them (``memci._core.fuse_ranks``,
 convex, ``w`` on the vector side). Page and question vectors are made once per variant. Printed:
 ``R@5 / reach`` (reach: the evidence page in the window, on the contents page, or in the top 5) for
-BM25 alone, ``w`` = 0.2 to 0.5, and the dense score alone. The plain page-cosine variant of the shipped
-``StaticEmbedder.wordllama()`` gives the ``fusion_sweep`` figures exactly (checked here against
-``PageSearch(embedder=...)`` itself).
+BM25 alone, ``w`` = 0.2 to 0.5, and the dense score alone. The BM25 side is plain BM25, as these
+variants were measured before the context system searched with neighbour context; the plain
+page-cosine variant of the shipped ``StaticEmbedder.wordllama()`` at ``w`` = 0.3 gives the
+``fusion_sweep`` row "convex w=0.3, no neighbours" exactly (checked here against
+``PageSearch(embedder=..., weight=0.3)`` itself).
 
 Variants: what a page's dense score is (``page``: the cosine of its searchable text's vector;
 ``first``: of its summary and first message only, the reply left out; ``top2``: the mean of its
@@ -202,7 +204,7 @@ def bert_embedder(directory: Path, max_tokens: int = 256) -> TextEmbedder:
 def _check_method(embed: TextEmbedder) -> None:
     """The page-cosine variant at the default fusion gives ``PageSearch(embedder=...)``'s own top 5."""
     for conv in bench_reach.hybrid_feed()[:2]:
-        index = memci.PageSearch(embedder=embed)
+        index = memci.PageSearch(embedder=embed, weight=0.3)
         index.extend(conv.archived)
         lexical_index = memci.PageSearch()
         lexical_index.extend([(page, text) for page, text, _ in conv.archived])

@@ -421,7 +421,13 @@ OBJECTS: dict[str, tuple[Callable[[], Any], dict[str, dict[str, str]], Callable[
     "PageSearch": (
         _page_search,
         {
-            "__init__": {"snippet_chars": "count", "embedder": "embedder", "fusion": "fusion", "weight": "fraction"},
+            "__init__": {
+                "snippet_chars": "count",
+                "embedder": "embedder",
+                "fusion": "fusion",
+                "weight": "fraction",
+                "neighbour_weight": "fraction",
+            },
             "add": {"page_index": "page_index", "text": "text", "vector": "vector"},
             "embed": {"texts": "texts"},
             "embed_pending": {},

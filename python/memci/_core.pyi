@@ -236,11 +236,15 @@ def ranks_file(encoding: str) -> str:
 
 @final
 class SearchIndex:
-    """BM25 over page texts (an inverted index); the GIL is released while it works."""
+    """BM25 over page texts (an inverted index); the GIL is released while it works. With
+    neighbour_weight w (0 <= w < 1), a page scores at least w times its better neighbour's
+    (page - 1, page + 1) own score."""
 
-    def __new__(cls, snippet_chars: int | None = None) -> SearchIndex: ...
+    def __new__(cls, snippet_chars: int | None = None, neighbour_weight: float = 0.0) -> SearchIndex: ...
     @property
     def snippet_chars(self) -> int: ...
+    @property
+    def neighbour_weight(self) -> float: ...
     def __len__(self) -> int: ...
     def add(self, page: int, text: str) -> None:
         """Index text as page (>= 0), replacing what that page held. O(tokens)."""

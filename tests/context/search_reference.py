@@ -5,7 +5,8 @@ alphanumeric characters; each CJK character is a token, and with the CJK charact
 it a bigram too. Terms: lowercase ASCII words of three letters or more are stemmed, and a query's
 English stop words are left out when it holds any other word (``tests/search_terms.py``). Scores:
 Okapi BM25, k1 = 1.2, b = 0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5)), summed over the query's
-distinct terms in query order; ties go to the lower page index.
+distinct terms in query order; ties go to the lower page index. Neighbour context (weight ``w``):
+a page scores the most of its own score and ``w`` times each neighbour's (page index - 1, + 1).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def query_terms(query: str) -> list[str]:
     return terms_of_query(tokens(query))
 
 
-def search(pages: dict[int, str], query: str, k: int) -> list[tuple[int, float]]:
+def search(pages: dict[int, str], query: str, k: int, neighbour_weight: float = 0.0) -> list[tuple[int, float]]:
     """``(page, score)`` of the ``k`` best pages, best first."""
     counts = {page: Counter(terms(text)) for page, text in pages.items()}
     lengths = {page: sum(c.values()) for page, c in counts.items()}
@@ -90,5 +91,11 @@ def search(pages: dict[int, str], query: str, k: int) -> list[tuple[int, float]]
             if tf:
                 norm = K1 * (1.0 - B + B * lengths[page] / avglen)
                 scores[page] = scores.get(page, 0.0) + idf * (tf * (K1 + 1.0)) / (tf + norm)
+    if neighbour_weight:
+        own = dict(scores)
+        for page in pages:
+            context = [neighbour_weight * own[p] for p in (page - 1, page + 1) if p in own]
+            if context:
+                scores[page] = max([own.get(page, 0.0), *context])
     ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
     return ranked[:k]

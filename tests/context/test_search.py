@@ -47,6 +47,25 @@ def test_ranking_matches_the_reference_bm25(adds: list[tuple[int, str]], query: 
     assert hits(index, query, k) == ref.search(pages, query, k)
 
 
+@given(
+    adds=st.lists(st.tuples(st.integers(1, 12), texts), max_size=25),
+    query=queries,
+    k=st.integers(0, 8),
+    weight=st.sampled_from([0.3, 0.7, 0.99]),
+)
+def test_neighbour_context_matches_the_reference(
+    adds: list[tuple[int, str]], query: str, k: int, weight: float
+) -> None:
+    index = PageSearch(neighbour_weight=weight)
+    pages: dict[int, str] = {}
+    for page, text in adds:
+        index.add(page, text)
+        pages[page] = text
+    assert index.neighbour_weight == weight
+    assert hits(index, query, k) == ref.search(pages, query, k, weight)
+    assert hits(index, query, 1) == ref.search(pages, query, 1), "the best page stays first"
+
+
 @given(adds=st.lists(st.tuples(st.integers(1, 12), texts), max_size=25), query=queries)
 def test_extend_is_add_in_order(adds: list[tuple[int, str]], query: str) -> None:
     one, many = PageSearch(), PageSearch()
@@ -214,6 +233,11 @@ def test_a_page_index_must_be_a_positive_int(page_index: object) -> None:
         (lambda ix: ix.search("q", -1), "k must be an int >= 0"),
         (lambda ix: ix.search("q", 2.0), "k must be an int"),
         (lambda ix: PageSearch(snippet_chars=0), "snippet_chars"),
+        (lambda ix: PageSearch(neighbour_weight=1), "neighbour_weight must be a number from 0 to below 1"),
+        (lambda ix: PageSearch(neighbour_weight=-0.1), "neighbour_weight"),
+        (lambda ix: PageSearch(neighbour_weight=float("nan")), "neighbour_weight"),
+        (lambda ix: PageSearch(neighbour_weight="0.5"), "neighbour_weight"),
+        (lambda ix: PageSearch(neighbour_weight=True), "neighbour_weight"),
     ],
 )
 def test_bad_arguments_are_refused(call: object, words: str) -> None:

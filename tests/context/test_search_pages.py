@@ -36,10 +36,11 @@ def test_search_pages_answers_one_line_per_page_with_summary_and_snippet() -> No
     assert answer["role"] == "tool"
     assert answer["tool_call_id"] == "c1"
     lines = answer["content"].splitlines()
-    assert len(lines) == 1
+    assert len(lines) == 2
     assert lines[0].startswith("[page 4] p4 — ")
     assert "puppy named Coco" in lines[0]
-    assert ctx.search("Coco puppy")[0].page_index == 4, "the tool ranks as search does"
+    assert lines[1].startswith("[page 3] p3 — "), "the page before it, by neighbour context (page 5 is active)"
+    assert [hit.page_index for hit in ctx.search("Coco puppy")] == [4, 3], "the tool ranks as search does"
 
 
 def test_search_pages_in_every_format() -> None:
@@ -53,7 +54,7 @@ def test_search_pages_in_every_format() -> None:
         answer = archived().handle_tool_call(call)
         text = answer.get("content", answer.get("output"))
         assert isinstance(text, str)
-        assert pages_in(text) == [1], call
+        assert pages_in(text) == [1, 2], call
         assert "is_error" not in answer
     attp = archived(tools="attp").handle_tool_call(
         "[tool_call]\nstatus = \"success\"\ncode = '''\n__result__ = search_pages('bread', k=3)\n'''\n"
@@ -66,9 +67,31 @@ def test_a_found_page_counts_as_recalled_and_a_dropped_entry_comes_back() -> Non
     ctx = archived(policy=memci.ArchivePolicy(unrecalled_rounds=2))
     assert 1 not in {e.index for e in ctx.contents}, "page 1's entry was dropped by the m rule"
     text = ctx.run_tool("search_pages", {"query": "sourdough"})
-    assert pages_in(text) == [1]
+    assert pages_in(text) == [1, 2]
     entry = next(e for e in ctx.contents if e.index == 1)
     assert (entry.recall_count, entry.last_recall_round, entry.summary) == (1, ctx.round, "p1")
+
+
+def test_the_page_next_to_the_one_naming_the_words_is_found_below_it() -> None:
+    ctx = make(active_pages=1, summarizer=FixedSummarizer())
+    turns = [
+        ("Any plans for the weekend?", "A quiet one."),
+        ("I renewed my passport today.", "Good, travel is easier now."),
+        ("How long is it good for?", "Ten years, until 2036."),
+        ("What should I cook tonight?", "Try a risotto."),
+        ("Thanks!", "Any time."),
+    ]
+    for question, reply in turns:
+        ctx.extend([user(question), assistant(reply)])
+        ctx.end_round()
+    found = ctx.search("passport", 5)
+    assert [hit.page_index for hit in found] == [2, 1, 3], "page 2 names it; its neighbours follow, ties to the lower"
+    weight = memci.context.search.CONVERSATION_NEIGHBOUR_WEIGHT
+    assert found[1].score == found[2].score == weight * found[0].score
+    assert "Ten years" in ctx.run_tool("recall_page", {"page_index": 3}), "the answer is on the page after"
+    plain = memci.PageSearch()
+    plain.extend([(page, text) for page, text in enumerate(["x", "I renewed my passport today.", "Ten years."], 1)])
+    assert [hit.page_index for hit in plain.search("passport")] == [2], "a bare PageSearch is plain BM25"
 
 
 def test_no_match_is_said_and_changes_nothing() -> None:

@@ -31,7 +31,16 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["DEFAULT_FUSION", "DEFAULT_WEIGHT", "Fusion", "PageSearch", "SearchHit", "message_texts", "page_text"]
+__all__ = [
+    "CONVERSATION_NEIGHBOUR_WEIGHT",
+    "DEFAULT_FUSION",
+    "DEFAULT_WEIGHT",
+    "Fusion",
+    "PageSearch",
+    "SearchHit",
+    "message_texts",
+    "page_text",
+]
 
 _MAX_INDEX = 2**64 - 1
 
@@ -39,9 +48,12 @@ _MAX_INDEX = 2**64 - 1
 Fusion = Literal["rrf", "convex"]
 #: The default fusion and its weight on the vector side (measured: ``docs/storage.md``, "Hybrid search").
 DEFAULT_FUSION: Fusion = "convex"
-DEFAULT_WEIGHT = 0.3
+DEFAULT_WEIGHT = 0.2
 #: How many of the best pages by BM25 and by cosine are fused (each side), at least ``k``.
 FUSION_DEPTH = 100
+#: The neighbour context a context system searches its archive with: consecutive pages of a
+#: conversation share a topic (measured: ``docs/storage.md``, "Neighbour context").
+CONVERSATION_NEIGHBOUR_WEIGHT = 0.7
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +82,11 @@ class PageSearch:
     """A BM25 index of page texts, by page index, with page vectors when an ``embedder`` is given.
     Thread-safe; the GIL is released while it works.
 
-    ``snippet_chars`` is the length a snippet aims at (at least 1). ``embedder``: a callable from a
+    ``snippet_chars`` is the length a snippet aims at (at least 1). ``neighbour_weight`` (at least 0,
+    below 1; 0, plain BM25, by default): a page scores at least that share of its better neighbour's
+    (``page_index`` - 1 and + 1) own BM25 score, so the page after (or before) the one that names
+    the query's words is found too, and no page passes one whose own score beats its own best (the
+    best page stays first). ``embedder``: a callable from a
     list of texts to one vector per text, sync or async (:mod:`memci.context.embedding`); then
     :meth:`search` fuses BM25 with cosine similarity by ``fusion`` (``"rrf"``: reciprocal-rank
     fusion; ``"convex"``: a convex combination of min-max normalised scores) with ``weight`` on the
@@ -89,9 +105,14 @@ class PageSearch:
         embedder: Embedder | None = None,
         fusion: Fusion = DEFAULT_FUSION,
         weight: float = DEFAULT_WEIGHT,
+        neighbour_weight: float = 0.0,
     ) -> None:
         if type(snippet_chars) is not int or snippet_chars < 1:
             raise InvalidOperationError(f"snippet_chars must be a positive int, got {repr_of(snippet_chars)}")
+        if type(neighbour_weight) not in (int, float) or not 0 <= neighbour_weight < 1:
+            raise InvalidOperationError(
+                f"PageSearch: neighbour_weight must be a number from 0 to below 1, got {repr_of(neighbour_weight)}"
+            )
         if fusion not in ("rrf", "convex"):
             raise InvalidOperationError(f"PageSearch: fusion must be 'rrf' or 'convex', got {repr_of(fusion)}")
         if type(weight) not in (int, float) or not 0 <= weight <= 1:
@@ -99,7 +120,7 @@ class PageSearch:
         self._embedder = checked_embedder(embedder, "PageSearch")
         self._fusion: Fusion = fusion
         self._weight = float(weight)
-        self._index = _core.SearchIndex(snippet_chars)
+        self._index = _core.SearchIndex(snippet_chars, float(neighbour_weight))
         self._vectors = _core.VectorIndex()
         #: Pages indexed without their vector, by index: their texts, embedded at the next search.
         self._pending: dict[int, str] = {}
@@ -118,6 +139,11 @@ class PageSearch:
     def embedder(self) -> Embedder | None:
         """The embedder, or None (BM25 alone)."""
         return self._embedder
+
+    @property
+    def neighbour_weight(self) -> float:
+        """The share of its better neighbour's score a page scores at least (0: none)."""
+        return self._index.neighbour_weight
 
     def add(self, page_index: int, text: str, vector: bytes | None = None) -> None:
         """Index ``text`` as page ``page_index`` (a positive int); re-adding an index replaces

@@ -39,7 +39,7 @@ from memci.context.lock import SystemLock
 from memci.context.page import ArchivedPage, Message, Page
 from memci.context.persistence import Persistent
 from memci.context.recalling import Recalling
-from memci.context.search import PageSearch, page_text
+from memci.context.search import CONVERSATION_NEIGHBOUR_WEIGHT, PageSearch, page_text
 from memci.context.settings import checked_storage, positive, system_message
 from memci.context.state import STATE_KIND
 from memci.context.summary import PageSummary, Summarizer, as_summarizer, checked, summarize_read
@@ -172,7 +172,9 @@ class ContextSystem(Persistent, Recalling, SystemViews):
         self._cuts = CutPolicy.of(cache_stable, low_water, self._active_pages, self._max_context_tokens)
         self._shown = StableContents(self._cuts, self._archive.render, self._archive.tokens, self._tokens.text_message)
         self._edits = self._window_edits(edits)
-        self._search = PageSearch(embedder=checked_embedder(embedder, "ContextSystem"))
+        self._search = PageSearch(
+            embedder=checked_embedder(embedder, "ContextSystem"), neighbour_weight=CONVERSATION_NEIGHBOUR_WEIGHT
+        )
         # Pages up to this index were forgotten (clear(forget=True)); the next save deletes them.
         # (Pages archived since the last save are staged in the log: written with the next state, in
         # one commit, so a crash before it leaves the store at the last save.)
@@ -385,7 +387,9 @@ class ContextSystem(Persistent, Recalling, SystemViews):
                 for index in indices:
                     window.detach(index)
                 self._log.unstage()
-                self._search = PageSearch(embedder=self._search.embedder)
+                self._search = PageSearch(
+                    embedder=self._search.embedder, neighbour_weight=CONVERSATION_NEIGHBOUR_WEIGHT
+                )
                 self._unindexed_through = 0
                 self._archive.forget()
                 self._forgotten_through = window.next_index - 1

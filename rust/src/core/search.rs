@@ -14,6 +14,17 @@
 //! included) and `avglen` their mean. Pages matching no query term are not hits. Ties go to the
 //! lower page index.
 //!
+//! Neighbour context (a weight `w`, 0 to below 1; 0, none, by default): pages that follow one
+//! another in a conversation share a topic, so a page scores at least `w` times the better of its
+//! neighbours' (page index - 1 and + 1) own scores:
+//!
+//! ```text
+//! score'(d, q) = max(score(d, q), w * score(d - 1, q), w * score(d + 1, q))
+//! ```
+//!
+//! A neighbour of a hit becomes a hit itself (a page that matched no term), and no page passes a
+//! page whose own score is higher than its own best: the best page stays first.
+//!
 //! Adding a page that is already there replaces it: the old document is marked dead (its terms'
 //! document frequencies are taken back at once) and its postings are dropped by the next
 //! compaction, which runs when dead documents outnumber live ones.
@@ -36,7 +47,8 @@ pub const B: f64 = 0.75;
 /// Compaction waits for at least this many dead documents (and more dead than live).
 const COMPACT_MIN_DEAD: usize = 64;
 
-/// One result: the page, its BM25 score and a snippet around its best match.
+/// One result: the page, its score (BM25, with neighbour context when the index has it) and a
+/// snippet around its best match.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hit {
     pub page: u64,
@@ -195,9 +207,29 @@ pub struct SearchIndex {
     slots: FxMap<u64, u32>,
     total_len: u64,
     dead: usize,
+    /// The neighbour context's weight, in [0, 1).
+    neighbour_weight: f64,
 }
 
 impl SearchIndex {
+    /// An empty index whose pages score at least `neighbour_weight` times their better neighbour's
+    /// own score (0: plain BM25). `neighbour_weight` is in [0, 1); anything else is a bug.
+    pub fn with_neighbour_weight(neighbour_weight: f64) -> Self {
+        assert!(
+            (0.0..1.0).contains(&neighbour_weight),
+            "neighbour weight {neighbour_weight} is not in [0, 1)"
+        );
+        Self {
+            neighbour_weight,
+            ..Self::default()
+        }
+    }
+
+    /// The neighbour context's weight (0: none).
+    pub fn neighbour_weight(&self) -> f64 {
+        self.neighbour_weight
+    }
+
     /// The number of pages indexed.
     pub fn len(&self) -> usize {
         self.slots.len()
@@ -397,6 +429,9 @@ impl SearchIndex {
                 *score += idf * (tf * (K1 + 1.0)) / (tf + norm);
             }
         }
+        if self.neighbour_weight > 0.0 {
+            self.add_neighbour_context(&mut scores, &mut touched);
+        }
         let mut ranked: Vec<(f64, u64, u32)> = touched
             .into_iter()
             .map(|s| (scores[s as usize], self.docs[s as usize].page, s))
@@ -408,6 +443,30 @@ impl SearchIndex {
         }
         ranked.sort_unstable_by(order);
         ranked
+    }
+
+    /// Raise each page next to a page in `touched` (by page index) to `neighbour_weight` times that
+    /// page's own score where that is more, adding it to `touched` if it was not there. Every
+    /// raise reads the own scores, taken first, so context never chains. O(touched).
+    fn add_neighbour_context(&self, scores: &mut [f64], touched: &mut Vec<u32>) {
+        let own: Vec<(u64, f64)> = touched
+            .iter()
+            .map(|&slot| (self.docs[slot as usize].page, scores[slot as usize]))
+            .collect();
+        for (page, score) in own {
+            let inherited = self.neighbour_weight * score;
+            for neighbour in [page.checked_sub(1), page.checked_add(1)].into_iter().flatten() {
+                if let Some(&slot) = self.slots.get(&neighbour) {
+                    let current = &mut scores[slot as usize];
+                    if *current == 0.0 {
+                        touched.push(slot);
+                    }
+                    if inherited > *current {
+                        *current = inherited;
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -540,6 +599,79 @@ mod tests {
         assert!(ix.search("absent", 5, 80).is_empty());
         assert!(ix.search("... ", 5, 80).is_empty());
         assert!(SearchIndex::default().search("same", 5, 80).is_empty());
+    }
+
+    fn with_context(weight: f64, texts: &[(u64, &str)]) -> SearchIndex {
+        let mut ix = SearchIndex::with_neighbour_weight(weight);
+        ix.add_many(texts.iter().map(|&(p, t)| (p, t.to_owned())).collect());
+        ix
+    }
+
+    #[test]
+    fn a_neighbour_of_a_hit_scores_the_weight_of_its_score() {
+        let texts = [
+            (1, "tea"),
+            (2, "we planned the trip"),
+            (3, "it was sunny"),
+            (5, "coffee"),
+        ];
+        let plain = index(&texts).search("trip", 5, 80);
+        let ix = with_context(0.7, &texts);
+        let hits = ix.search("trip", 5, 80);
+        assert_eq!(
+            pages(&hits),
+            [2, 1, 3],
+            "both neighbours, ties to the lower page; 5 is no neighbour"
+        );
+        assert_eq!(hits[0].score, plain[0].score, "the hit keeps its own score");
+        assert_eq!(hits[1].score, 0.7 * plain[0].score);
+        assert_eq!(hits[2].score, 0.7 * plain[0].score);
+        assert_eq!(hits[1].snippet, "tea", "a page matching no term shows its start");
+    }
+
+    #[test]
+    fn a_page_keeps_its_own_score_when_it_is_higher_and_context_never_chains() {
+        let texts = [(1, "rain rain rain rain"), (2, "rain"), (3, "sun"), (4, "cloud")];
+        let plain = index(&texts).search("rain", 5, 80);
+        let own = |page: u64| plain.iter().find(|h| h.page == page).map_or(0.0, |h| h.score);
+        let hits = with_context(0.9, &texts).search("rain", 5, 80);
+        let score = |page: u64| hits.iter().find(|h| h.page == page).map(|h| h.score);
+        assert_eq!(score(1), Some(own(1)));
+        assert_eq!(score(2), Some(own(2).max(0.9 * own(1))));
+        assert_eq!(
+            score(3),
+            Some(0.9 * own(2)),
+            "from page 2's own score, not its raised one"
+        );
+        assert_eq!(score(4), None, "two pages away from any hit");
+    }
+
+    #[test]
+    fn with_context_the_best_page_stays_first_and_dead_pages_give_none() {
+        let texts: Vec<(u64, String)> = (1..=60u64)
+            .map(|p| (p, format!("word{} filler{}", p % 7, p % 3)))
+            .collect();
+        let borrowed: Vec<(u64, &str)> = texts.iter().map(|(p, t)| (*p, t.as_str())).collect();
+        let plain = index(&borrowed);
+        let mut ix = with_context(0.99, &borrowed);
+        for query in ["word3", "word1 filler2", "filler0 word6 word5"] {
+            assert_eq!(ix.search(query, 1, 80), plain.search(query, 1, 80), "{query}");
+        }
+        ix.add(20, "something else".to_owned());
+        let found = pages(&ix.search("word6", 100, 80));
+        assert!(found.contains(&5) && found.contains(&6) && found.contains(&7));
+        for page in [19, 20, 21] {
+            assert!(
+                !found.contains(&page),
+                "page 20's replaced text (word6) lends page {page} nothing"
+            );
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "not in [0, 1)")]
+    fn a_neighbour_weight_of_1_is_a_bug() {
+        let _ = SearchIndex::with_neighbour_weight(1.0);
     }
 
     #[test]

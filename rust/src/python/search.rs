@@ -22,14 +22,20 @@ pub struct SearchIndex {
 #[pymethods]
 impl SearchIndex {
     #[new]
-    #[pyo3(signature = (snippet_chars = None))]
-    fn new(snippet_chars: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+    #[pyo3(signature = (snippet_chars = None, neighbour_weight = 0.0))]
+    fn new(snippet_chars: Option<&Bound<'_, PyAny>>, neighbour_weight: f64) -> PyResult<Self> {
         let snippet_chars = match snippet_chars {
             Some(n) => config::count(n, "SearchIndex: snippet_chars")?,
             None => DEFAULT_SNIPPET_CHARS,
         };
+        if !(0.0..1.0).contains(&neighbour_weight) {
+            return Err(Error::InvalidOperation(format!(
+                "SearchIndex: neighbour_weight must be at least 0 and below 1, got {neighbour_weight}"
+            ))
+            .into());
+        }
         Ok(Self {
-            inner: RwLock::new(search::SearchIndex::default()),
+            inner: RwLock::new(search::SearchIndex::with_neighbour_weight(neighbour_weight)),
             snippet_chars,
         })
     }
@@ -37,6 +43,11 @@ impl SearchIndex {
     #[getter]
     fn snippet_chars(&self) -> usize {
         self.snippet_chars
+    }
+
+    #[getter]
+    fn neighbour_weight(&self, py: Python<'_>) -> f64 {
+        lock::read(py, &self.inner).neighbour_weight()
     }
 
     fn __len__(&self, py: Python<'_>) -> usize {
