@@ -430,7 +430,7 @@ impl SearchIndex {
             }
         }
         if self.neighbour_weight > 0.0 {
-            self.add_neighbour_context(&mut scores, &mut touched);
+            self.add_neighbour_context(&mut scores, &mut touched, k);
         }
         let mut ranked: Vec<(f64, u64, u32)> = touched
             .into_iter()
@@ -446,26 +446,48 @@ impl SearchIndex {
     }
 
     /// Raise each page next to a page in `touched` (by page index) to `neighbour_weight` times that
-    /// page's own score where that is more, adding it to `touched` if it was not there. Every
-    /// raise reads the own scores, taken first, so context never chains. O(touched).
-    fn add_neighbour_context(&self, scores: &mut [f64], touched: &mut Vec<u32>) {
-        let own: Vec<(u64, f64)> = touched
+    /// page's own score where that is more, adding it to `touched` if it was not there, as far as
+    /// the top `k` (k >= 1) can tell. Every raise reads the own scores, taken first, so context
+    /// never chains. O(touched).
+    fn add_neighbour_context(&self, scores: &mut [f64], touched: &mut Vec<u32>, k: usize) {
+        let weight = self.neighbour_weight;
+        // k pages score at least the k-th best own score whatever context adds, so a page raised
+        // to less cannot be in the top k: only the hits that lend at least that much need lending.
+        let floor = if touched.len() > k {
+            let mut own: Vec<f64> = touched.iter().map(|&slot| scores[slot as usize]).collect();
+            *own.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a)).1
+        } else {
+            0.0
+        };
+        let lenders: Vec<(u32, f64)> = touched
             .iter()
-            .map(|&slot| (self.docs[slot as usize].page, scores[slot as usize]))
+            .map(|&slot| (slot, weight * scores[slot as usize]))
+            .filter(|&(_, inherited)| inherited >= floor)
             .collect();
-        for (page, score) in own {
-            let inherited = self.neighbour_weight * score;
-            for neighbour in [page.checked_sub(1), page.checked_add(1)].into_iter().flatten() {
-                if let Some(&slot) = self.slots.get(&neighbour) {
-                    let current = &mut scores[slot as usize];
-                    if *current == 0.0 {
-                        touched.push(slot);
-                    }
-                    if inherited > *current {
-                        *current = inherited;
-                    }
+        for (slot, inherited) in lenders {
+            let page = self.docs[slot as usize].page;
+            let neighbours = [
+                page.checked_sub(1).and_then(|p| self.slot_near(p, slot.checked_sub(1))),
+                page.checked_add(1).and_then(|p| self.slot_near(p, slot.checked_add(1))),
+            ];
+            for neighbour in neighbours.into_iter().flatten() {
+                let current = &mut scores[neighbour as usize];
+                if *current == 0.0 {
+                    touched.push(neighbour);
+                }
+                if inherited > *current {
+                    *current = inherited;
                 }
             }
+        }
+    }
+
+    /// The slot of live page `page`, looked for first in slot `near`: pages indexed in order
+    /// (a conversation's archive) sit in consecutive slots, so most lookups need no hashing.
+    fn slot_near(&self, page: u64, near: Option<u32>) -> Option<u32> {
+        match near.and_then(|s| self.docs.get(s as usize).map(|doc| (s, doc))) {
+            Some((s, doc)) if doc.live && doc.page == page => Some(s),
+            _ => self.slots.get(&page).copied(),
         }
     }
 }
