@@ -235,9 +235,10 @@ class PageSearch:
 
     def search(self, query: str, k: int = 5) -> list[SearchHit]:
         """The ``k`` best pages for ``query``, best first (ties: lower index first). BM25 alone:
-        pages that share no term with the query are not returned; O(postings of the query's terms
-        + k log k). Hybrid: the query is embedded (one call), pages still without a vector first
-        (one more); the best by BM25 and by cosine similarity are fused; O(postings + pages * dim)."""
+        pages that share no term with the query are not returned (but for the neighbours of hits,
+        with a ``neighbour_weight``); O(postings of the query's terms + k log k). Hybrid: the
+        query is embedded (one call), pages still without a vector first (one more); the best by
+        BM25 and by cosine similarity are fused; O(postings + pages * dim)."""
         _check_text(query, "query")
         if type(k) is not int or k < 0:
             raise InvalidOperationError(f"k must be an int >= 0, got {repr_of(k)}")
