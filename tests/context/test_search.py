@@ -62,6 +62,7 @@ def test_neighbour_context_matches_the_reference(
         index.add(page, text)
         pages[page] = text
     assert index.neighbour_weight == weight
+    assert repr(index) == f"PageSearch(<{len(pages)} pages>, neighbour_weight={weight})"
     assert hits(index, query, k) == ref.search(pages, query, k, weight)
     assert hits(index, query, 1) == ref.search(pages, query, 1), "the best page stays first"
 

@@ -133,7 +133,8 @@ class PageSearch:
 
     def __repr__(self) -> str:
         hybrid = f", {len(self._vectors)} vectors" if self._embedder is not None else ""
-        return f"PageSearch(<{len(self)} pages{hybrid}>)"
+        context = f", neighbour_weight={self.neighbour_weight}" if self.neighbour_weight else ""
+        return f"PageSearch(<{len(self)} pages{hybrid}>{context})"
 
     @property
     def embedder(self) -> Embedder | None:
