@@ -100,21 +100,26 @@ def _run_until_killed(kind: str, where: str, prefix: str, rng: random.Random, ac
     assert word == "loaded", agent.stderr.read() if agent.stderr else ""
     assert int(number) >= acked, f"a save acknowledged at round {acked} was lost: loaded round {number}"
     saves = rng.randrange(0, 4)
+    # Anywhere from at once to a few rounds later: mid-archive, mid-save or between saves.
+    lines_after = rng.randrange(0, 40) if rng.random() < 0.7 else 0
     for line in agent.stdout:
         word, number = line.split()
         if word == "saved":
             acked = int(number)
             saves -= 1
-            if saves < 0:
+        if saves < 0:
+            if lines_after == 0:
                 break
-    # Anywhere from at once to a few rounds later: mid-archive, mid-save or between saves.
-    if rng.random() < 0.7:
-        for _ in range(rng.randrange(0, 40)):
-            if not agent.stdout.readline():
-                break
+            lines_after -= 1
     agent.send_signal(signal.SIGKILL)
-    out, err = agent.communicate(timeout=60)
-    assert agent.returncode == -signal.SIGKILL, err
+    # The rest through the same buffered reader (communicate() would read the pipe beneath it and
+    # lose what the reader had read ahead, cutting a line in two); EOF comes with the process's death.
+    out = agent.stdout.read()
+    err = agent.stderr.read() if agent.stderr else ""
+    for pipe in (agent.stdout, agent.stderr):
+        if pipe is not None:
+            pipe.close()
+    assert agent.wait(timeout=60) == -signal.SIGKILL, err
     for line in out.splitlines():  # acknowledged before the kill landed
         word, number = line.split()
         if word == "saved":
