@@ -7,11 +7,11 @@ top 100 pages by its dense score, fused as the system fuses them (``memci._core.
 convex, ``w`` on the vector side). Page and question vectors are made once per variant. Printed:
 ``R@5 / reach`` (reach: the evidence page in the window, on the contents page, or in the top 5) for
 BM25 alone, ``w`` = 0.1 to 0.5, and the dense score alone. The BM25 side is plain BM25 (as the
-variants were first measured, before the context system searched with neighbour context), or with
-``--neighbour-weight``; with plain BM25 the plain
-page-cosine variant of the shipped ``StaticEmbedder.wordllama()`` at ``w`` = 0.3 gives the
-``fusion_sweep`` row "convex w=0.3, no neighbours" exactly (checked here against
-``PageSearch(embedder=..., weight=0.3)`` itself).
+variants were first measured, before the context system searched with neighbour context), or has
+the neighbour context ``--neighbour-weight`` gives it. The plain page-cosine variant of the shipped
+``StaticEmbedder.wordllama()`` at ``w`` = 0.3 ranks as ``PageSearch(embedder=..., weight=0.3)``
+itself (checked here first); with plain BM25 that is the ``fusion_sweep`` row "convex w=0.3, no
+neighbours".
 
 Variants: what a page's dense score is (``page``: the cosine of its searchable text's vector;
 ``first``: of its summary and first message only, the reply left out; ``top2``: the mean of its
@@ -203,7 +203,8 @@ def bert_embedder(directory: Path, max_tokens: int = 256) -> TextEmbedder:
 
 
 def _check_method(embed: TextEmbedder, neighbour_weight: float) -> None:
-    """The page-cosine variant at the default fusion gives ``PageSearch(embedder=...)``'s own top 5."""
+    """The page-cosine variant at convex ``w`` = 0.3 gives ``PageSearch(embedder=..., weight=0.3)``'s
+    own top 5, with the same neighbour context on the BM25 side."""
     for conv in bench_reach.hybrid_feed()[:2]:
         index = memci.PageSearch(embedder=embed, weight=0.3, neighbour_weight=neighbour_weight)
         index.extend(conv.archived)
