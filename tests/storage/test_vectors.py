@@ -49,6 +49,17 @@ def assert_vectors_are_their_pages(store: Any, embedder: HashingEmbedder) -> int
     return len(indices)
 
 
+def assert_a_second_load_embeds_only_queries(store: Any, pages: int) -> None:
+    """Each of the ``pages`` stored pages holds its vector, and a load that searches and saves
+    calls the embedder for the query only."""
+    assert assert_vectors_are_their_pages(store, HashingEmbedder()) == pages
+    second = HashingEmbedder()
+    again = memci.ContextSystem.load(store, embedder=second)
+    assert [h.page_index for h in again.search("word2", 1)] == [2]
+    again.save()
+    assert second.calls == [["word2"]], "the second load embeds nothing but the query"
+
+
 def test_vectors_survive_a_reload_on_every_store(opener: Opener, kind: str) -> None:
     store: JsonStore = opener()
     ctx = memci.ContextSystem("sys", active_pages=2, storage=store, embedder=HashingEmbedder())
@@ -85,12 +96,7 @@ def test_a_store_written_without_vectors_is_embedded_once_ever(opener: Opener, k
         store.close()
         store = opener()
     try:
-        assert assert_vectors_are_their_pages(store, HashingEmbedder()) == 4
-        second = HashingEmbedder()
-        again = memci.ContextSystem.load(store, embedder=second)
-        assert [h.page_index for h in again.search("word2", 1)] == [2]
-        again.save()
-        assert second.calls == [["word2"]], "the second load embeds nothing but the query"
+        assert_a_second_load_embeds_only_queries(store, 4)
     finally:
         store.close()
 
@@ -110,26 +116,82 @@ def test_vectors_made_for_unsaved_pages_go_out_with_them(tmp_path: Path) -> None
     store.close()
 
 
-def test_an_encrypted_old_store_saves_and_keeps_its_sealed_pages(tmp_path: Path) -> None:
+KEY = bytes(range(32))
+
+
+def test_an_encrypted_store_written_without_vectors_is_embedded_once_ever(opener: Opener, kind: str) -> None:
     pytest.importorskip("cryptography")
-    key = bytes(range(32))
-    store = memci.EncryptedStorage(memci.SqliteStorage(tmp_path / "s.db"), key)
+    beneath = opener()
+    store = memci.EncryptedStorage(beneath, KEY)
     ctx = memci.ContextSystem("sys", active_pages=2, storage=store)
     converse(ctx, 1, 4)
     ctx.save()
+    sealed_before = {i: beneath.get_page(i) for i in beneath.page_indices()}
     loaded = memci.ContextSystem.load(store, embedder=HashingEmbedder())
     loaded.search("topic1")
     converse(loaded, 5, 5)
-    loaded.save()  # sealed bytes cannot be amended: the old pages stay as they were, the save lands
-    assert "vector" not in (store.get_page(1) or {})
-    assert "vector" in (store.get_page(3) or {})
+    loaded.save()  # page 3 archived with its vector sealed in; pages 1-2 gain theirs sealed beside
+    if kind != "memory":
+        store.close()
+        beneath = opener()
+        store = memci.EncryptedStorage(beneath, KEY)
+    try:
+        for index, record in sealed_before.items():
+            now = beneath.get_page(index)
+            assert {**record, "vector": now["vector"]} == now, "the sealed page is kept, one key added"
+            assert set(now["vector"]) == {"key", "data"}, "the vector is sealed, not in the clear"
+        assert_a_second_load_embeds_only_queries(store, 3)
+    finally:
+        store.close()
+
+
+def test_a_vector_sealed_beside_a_page_opens_with_that_page_only(tmp_path: Path) -> None:
+    pytest.importorskip("cryptography")
+    beneath = memci.SqliteStorage(tmp_path / "s.db")
+    store = memci.EncryptedStorage(beneath, KEY)
+    ctx = memci.ContextSystem("sys", active_pages=2, storage=store)
+    converse(ctx, 1, 5)
+    ctx.save()
+    loaded = memci.ContextSystem.load(store, embedder=HashingEmbedder())
+    loaded.search("topic1")
+    loaded.save()
+    records = {i: beneath.get_page(i) for i in (1, 2, 3)}
+    moved = memci.MemoryStorage()
+    moved.put_page(1, records[1])
+    moved.put_page(2, {**records[2], "vector": records[1]["vector"]})
+    assert "vector" in memci.EncryptedStorage(moved, KEY).get_page(1)  # type: ignore[operator]
+    with pytest.raises(memci.StorageError, match="page 2's vector: cannot be opened"):
+        memci.EncryptedStorage(moved, KEY).get_page(2)
+    other_key = memci.EncryptedStorage(beneath, bytes(32), key_id="2", old_keys={"1": KEY})
+    assert other_key.get_page(1) == store.get_page(1), "the vector's key id is stored beside it"
     store.close()
+
+
+def test_a_rotated_key_seals_the_vector_of_a_page_sealed_with_an_old_key(tmp_path: Path) -> None:
+    pytest.importorskip("cryptography")
+    beneath = memci.SqliteStorage(tmp_path / "s.db")
+    ctx = memci.ContextSystem("sys", active_pages=2, storage=memci.EncryptedStorage(beneath, KEY))
+    converse(ctx, 1, 4)
+    ctx.save()
+    rotated = memci.EncryptedStorage(beneath, bytes(32), key_id="2", old_keys={"1": KEY})
+    loaded = memci.ContextSystem.load(rotated, embedder=HashingEmbedder())
+    loaded.search("topic1")
+    loaded.save()
+    assert beneath.get_page(1)["sealed"]["key"] == "1"
+    assert beneath.get_page(1)["vector"]["key"] == "2"
+    assert assert_vectors_are_their_pages(rotated, HashingEmbedder()) == 2
+    with pytest.raises(memci.StorageError, match="sealed with key '2'"):
+        memci.EncryptedStorage(beneath, KEY).get_page(1)
+    beneath.close()
 
 
 def open_async_store(kind: str, tmp_path: Path) -> Any:
     """An async store of ``kind`` over the files in ``tmp_path`` (the same files each time)."""
     if kind == "sqlite":
         return AsyncSqliteStorage(tmp_path / "a.db")
+    if kind == "encrypted-sqlite":
+        pytest.importorskip("cryptography")
+        return memci.AsyncEncryptedStorage(AsyncSqliteStorage(tmp_path / "a.db"), KEY)
     return ThreadedStorage(memci.DirectoryStorage(tmp_path / "dir"))
 
 
@@ -159,7 +221,7 @@ def test_vectors_survive_a_reload_on_the_async_stores(kind: str, tmp_path: Path)
         assert assert_vectors_are_their_pages(sync, HashingEmbedder()) == 3
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "threaded-directory"])
+@pytest.mark.parametrize("kind", ["sqlite", "threaded-directory", "encrypted-sqlite"])
 def test_an_old_async_store_is_embedded_once_ever(kind: str, tmp_path: Path) -> None:
     def open_store() -> Any:
         return open_async_store(kind, tmp_path)

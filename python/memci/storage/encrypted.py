@@ -11,6 +11,9 @@ Keys have ids: new writes use the current key; pages sealed with an older key op
 key is given in ``old_keys`` (pages are written once, so an old page keeps its key). The nonce is
 derived from the key, the associated data and the plaintext (as in SIV modes): the same page sealed
 twice with one key gives the same bytes, so the write-once rule of the store beneath still holds.
+A page stored before it had a search vector gains it as every store lets a committed page gain
+it: under the one key ``"vector"``, here sealed beside the page (its associated data names the
+index and the page's ciphertext), so an old encrypted archive is embedded once, ever.
 Needs ``pip install 'memci[encryption]'`` (the ``cryptography`` package).
 """
 
@@ -27,6 +30,7 @@ from memci._optional import needs_extra
 from memci.errors import ConflictError, StorageError, repr_of
 from memci.storage.async_protocol import async_pages_of
 from memci.storage.json_store import (
+    VECTOR_KEY,
     adds_vector,
     check_index,
     decode_page,
@@ -120,12 +124,25 @@ class Sealer:
         return None if record is None else self.open_pages({index: record}, where)[index]
 
     def open_pages(self, records: dict[int, dict[str, Any]], where: str) -> dict[int, dict[str, Any]]:
-        """The pages sealed in ``records`` (by index)."""
+        """The pages sealed in ``records`` (by index), each with the search vector sealed beside it
+        when it was written back later (:meth:`with_vector`)."""
         pages = {}
         for index, record in records.items():
             text = self._open(record, b"page %d" % index, f"{where}: page {index}")
-            pages[index] = decode_page(text, index, functools.partial(str, f"{where}: page {index}"))
+            page = decode_page(text, index, functools.partial(str, f"{where}: page {index}"))
+            if VECTOR_KEY in record:
+                vector = self._open(
+                    {"sealed": record[VECTOR_KEY]}, _vector_aad(index, record), f"{where}: page {index}'s vector"
+                )
+                page.setdefault(VECTOR_KEY, vector)
+            pages[index] = page
         return pages
+
+    def with_vector(self, index: int, record: dict[str, Any], vector: str) -> dict[str, Any]:
+        """``record`` (a page sealed without its search vector) with ``vector`` sealed beside it: the
+        stored page plus the one key a store lets a committed page gain. The vector's associated
+        data names the page's index and its ciphertext, so it opens with that record only."""
+        return {**record, VECTOR_KEY: self._seal(vector, _vector_aad(index, record))}
 
     @staticmethod
     def _state_aad(record: Mapping[str, Any]) -> bytes:
@@ -145,19 +162,28 @@ class Sealer:
         text = self._open(record, self._state_aad(record), f"{where}: state")
         return decode_state(text, lambda: f"{where}: state")
 
-    def same_page(self, index: int, record: dict[str, Any] | None, page: dict[str, Any]) -> bool:
-        """Whether the stored ``record`` holds ``page`` (sealed with any key, keys in any order), or
-        holds it without the search vector it adds: a sealed record cannot be amended in place (the
-        store beneath sees other bytes), so such a page keeps its record and its vector is not
-        written back."""
+    def stored_form(self, index: int, record: dict[str, Any] | None, page: dict[str, Any]) -> dict[str, Any] | None:
+        """The record to write so that the store beneath, holding ``record``, takes ``page``:
+        ``record`` itself when it holds ``page`` (sealed with any key, keys in any order);
+        ``record`` with the vector sealed beside it (:meth:`with_vector`) when ``page`` is the
+        stored page with the search vector it lacked; None when ``record`` holds another page."""
         try:
             opened = self.open_page(index, record, "")
         except StorageError:
-            return False
-        if opened is None:
-            return False
+            return None
+        if opened is None or record is None:
+            return None
         text = encode_page(index, opened)
-        return same_content(text, page) or adds_vector(text, page)
+        if same_content(text, page):
+            return record
+        if adds_vector(text, page) and isinstance(page[VECTOR_KEY], str):
+            return self.with_vector(index, record, page[VECTOR_KEY])
+        return None
+
+    def same_page(self, index: int, record: dict[str, Any] | None, page: dict[str, Any]) -> bool:
+        """Whether the stored ``record`` holds ``page``, or holds it without the search vector it
+        adds (``put_page`` writes a page once: such a page keeps its record)."""
+        return self.stored_form(index, record, page) is not None
 
 
 def _sealed_pages(sealer: Sealer, pages: Iterable[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -173,13 +199,22 @@ def _resealed(
     sealer: Sealer, batch: list[tuple[dict[str, Any], dict[str, Any]]], stored: list[dict[str, Any] | None]
 ) -> list[dict[str, Any]] | None:
     """After the store refused a save: its pages again, each stored already with the same content
-    (sealed under an older key, or from its keys in another order) replaced by its stored record, so
-    that the store's write-once check passes; None when no page was."""
-    again = [
-        old if old is not None and sealer.same_page(sealed["index"], old, page) else sealed
-        for (page, sealed), old in zip(batch, stored, strict=True)
-    ]
+    (sealed under an older key, or from its keys in another order) replaced by its stored record,
+    and each that adds the search vector its stored page lacked by that record with the vector
+    sealed beside it, so that the store's write-once check passes; None when no page was."""
+    again = []
+    for (page, sealed), old in zip(batch, stored, strict=True):
+        form = None if old is None else sealer.stored_form(sealed["index"], old, page)
+        again.append(sealed if form is None else form)
     return None if all(a is s for a, (_, s) in zip(again, batch, strict=True)) else again
+
+
+def _vector_aad(index: int, record: dict[str, Any]) -> bytes:
+    """The associated data of a vector sealed beside the sealed page ``record`` stored under ``index``."""
+    sealed = record.get("sealed")
+    data = sealed.get("data") if isinstance(sealed, dict) else None
+    digest = hashlib.sha256(data.encode("ascii", "replace") if isinstance(data, str) else b"").digest()
+    return b"vector %d " % index + digest
 
 
 class EncryptedStorage:
