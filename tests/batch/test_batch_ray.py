@@ -131,6 +131,38 @@ def test_a_jsonl_run_on_ray_reports_what_the_local_run_reports(tmp_path: Path) -
 
 
 @pytest.mark.usefixtures("local_ray")
+def test_a_jsonl_run_on_ray_splits_lines_where_the_local_run_does(tmp_path: Path) -> None:
+    """Lines end at a newline only: the Unicode line ends JSON allows raw inside a string stay in
+    their record, a line's trailing carriage returns go, and a line that is not UTF-8, or holds
+    only non-ASCII spaces, is one bad record, as in the local run."""
+    good = [
+        json.dumps([{"role": "user", "content": f"one{end}two"}], ensure_ascii=False)
+        for end in ("\u2028", "\u2029", "\u0085", "\x0b", "\x0c", "\x1c")
+    ]
+    lines = [
+        *(x.encode() for x in good),
+        RECORD.encode() + b"\r",
+        b"\xff" + RECORD.encode(),
+        "\u00a0\u3000".encode(),
+        b"\r",
+    ]
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"\n".join(lines))  # no newline after the last line
+    local = batch.Pipeline(STEPS).run_jsonl(source, tmp_path / "local.jsonl", errors=tmp_path / "local.errors")
+    on_ray = run(batch.Pipeline(STEPS), source, tmp_path / "ray.jsonl", errors=tmp_path / "ray.errors")
+    assert (local.conversations, local.bad, local.blank) == (7, 2, 1)
+    assert comparable(on_ray) == comparable(local)
+    assert (tmp_path / "ray.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
+    errors = [json.loads(x) for x in (tmp_path / "ray.errors").read_text("utf-8").splitlines()]
+    assert errors == [json.loads(x) for x in (tmp_path / "local.errors").read_text("utf-8").splitlines()]
+    assert [e["line"] for e in errors] == [8, 9]
+    kept = [json.loads(x) for x in (tmp_path / "ray.jsonl").read_bytes().split(b"\n") if x]
+    assert [m[0]["content"] for m in kept[:6]] == [
+        f"one{end}two" for end in ("\u2028", "\u2029", "\u0085", "\x0b", "\x0c", "\x1c")
+    ]
+
+
+@pytest.mark.usefixtures("local_ray")
 def test_a_parquet_run_on_ray_reports_bad_rows_and_keeps_the_schema(tmp_path: Path) -> None:
     texts = [x for x in damaged_lines(dataset(20)) if x.strip()]
     source, target = tmp_path / "in.parquet", tmp_path / "out"

@@ -36,8 +36,11 @@ from memci.errors import InvalidOperationError, StorageError, repr_of
 
 __all__ = ["ERROR_COLUMN", "TOTALS_COLUMN", "BatchMapper", "run"]
 
-#: The column Ray's ``read_text`` puts each line in.
+#: The column each line of a JSONL input is read into (:mod:`memci.integrations.ray_lines`).
 TEXT_COLUMN = "text"
+#: A line the local run skips as blank: ASCII whitespace only (Rust's ``u8::is_ascii_whitespace``,
+#: which 0x0B is not), matched in Arrow (RE2), bytes that are not UTF-8 included.
+BLANK_LINE = r"^[ \t\n\x0c\r]*\z"
 #: With ``report=True``: the JSON ``{"path", "reason"}`` of a bad row (null for a good one).
 ERROR_COLUMN = "memci_error"
 #: With ``report=True``: the batch's totals as JSON (a :class:`~memci.batch.BatchSummary`), on
@@ -231,10 +234,12 @@ def _run_jsonl(
 ) -> None:
     import ray
 
+    from memci.integrations.ray_lines import JsonLines
+
     mapper = BatchMapper(pipeline.steps, column=TEXT_COLUMN, format=pipeline.format, report=True)
-    # Blank lines are kept so that rows number the file's lines; the mapper skips and counts them,
-    # as the local pipeline does.
-    ds = ray.data.read_text(path, drop_empty_lines=False).map_batches(_drop_blank_then(mapper), batch_format="pyarrow")
+    # Lines split as the local run splits them, as bytes; blank ones are kept so that rows number
+    # the file's lines, and the mapper skips and counts them, as the local pipeline does.
+    ds = ray.data.read_datasource(JsonLines(path)).map_batches(_drop_blank_then(mapper), batch_format="pyarrow")
     number = done = 0
     batches: Iterable[Any] = ds.iter_batches(batch_format="pyarrow")
     for batch in batches:
@@ -244,8 +249,8 @@ def _run_jsonl(
             if error is not None:
                 _write_error(errors, number, error, "line")
             elif line is not None:
-                output.write(line.encode() + b"\n")
-        done += sum(len(x.encode()) + 1 for x in lines if x is not None)
+                output.write(line + b"\n")
+        done += sum(len(x) + 1 for x in lines if x is not None)
         progress(done, summary.records)
 
 
@@ -257,7 +262,8 @@ def _drop_blank_then(mapper: BatchMapper) -> Any:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        blank = pc.equal(pc.utf8_trim_whitespace(table.column(TEXT_COLUMN)), "")
+        column = table.column(TEXT_COLUMN)
+        blank = pc.match_substring_regex(column, BLANK_LINE)
         if not pc.any(blank).as_py():
             return mapper(table)
         done = mapper(table.filter(pc.invert(blank)))
@@ -274,7 +280,7 @@ def _drop_blank_then(mapper: BatchMapper) -> Any:
         counts["blank"] += blanks
         return pa.table(
             {
-                TEXT_COLUMN: pa.array([r[0] for r in rows], type=pa.string()),
+                TEXT_COLUMN: pa.array([r[0] for r in rows], type=column.type),
                 ERROR_COLUMN: pa.array([r[1] for r in rows], type=pa.string()),
                 TOTALS_COLUMN: pa.array([json.dumps(counts)] + [None] * (len(rows) - 1), type=pa.string()),
             }
