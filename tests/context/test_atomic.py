@@ -9,6 +9,7 @@ import json
 import memci
 import pytest
 from context_helpers import FixedSummarizer, assistant, interaction, make, run_rounds, tool, user, words
+from fake_embedder import HashingEmbedder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memci.context.summary import PageSummary
@@ -66,6 +67,43 @@ def test_add_that_must_archive_two_pages_and_fails_on_the_second_changes_nothing
     summarizer.pages = set()
     assert fewer.add(user("next")) == 5
     assert [p.index for p in fewer.pages] == [4, 5]
+
+
+def test_feed_whose_summarizer_raises_changes_nothing_the_round_included():
+    summarizer = FailsOn()
+    ctx, twin = make(active_pages=1, summarizer=summarizer), make(active_pages=1, summarizer=FixedSummarizer())
+    for n in (1, 2):
+        ctx.feed(interaction(n))
+        twin.feed(interaction(n))
+    before = snapshot(ctx)
+    summarizer.pages = {2}
+    with pytest.raises(RuntimeError, match="page 2"):
+        ctx.feed(interaction(3))  # a new request: the round would end, then page 2 leave
+    assert snapshot(ctx) == before
+    summarizer.pages = set()
+    assert ctx.feed(interaction(3)) == twin.feed(interaction(3)), "made again, the round ends once"
+    assert ctx.to_state() == twin.to_state()
+
+
+def test_feed_whose_embedder_raises_changes_nothing_the_round_included():
+    failing = {"now": False}
+    embedder = HashingEmbedder()
+
+    def flaky(texts: list[str]) -> object:
+        if failing["now"]:
+            raise ConnectionError("embeddings endpoint unreachable")
+        return embedder(texts)
+
+    ctx = make(active_pages=1, embedder=flaky)
+    ctx.feed(interaction(1))
+    before = snapshot(ctx)
+    failing["now"] = True
+    with pytest.raises(ConnectionError, match="unreachable"):
+        ctx.feed(interaction(2))
+    failing["now"] = False
+    assert snapshot(ctx) == before
+    assert ctx.feed(interaction(2)).round == 2, "made again, the round ends once"
+    assert [h.page_index for h in ctx.search("item 1", 1)] == [1]
 
 
 def _message(kind: int, n: int) -> dict[str, object]:

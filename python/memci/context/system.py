@@ -19,6 +19,7 @@ import copy
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from memci import _core, tokens
@@ -74,6 +75,18 @@ def _read_back(messages: list[Message]) -> tuple[list[Message], list[str], list[
     scratch = _core.PageWindow()
     index = scratch.open_page(messages)
     return scratch.page_texts(index)
+
+
+@dataclass(frozen=True, slots=True)
+class _Extension:
+    """Messages to add, with what adding them needs done first: the positions of those that open
+    a page, and the pages they make leave the window, summarised, with their searchable text and
+    vector."""
+
+    batch: list[Message]
+    opens: frozenset[int]
+    prepared: list[tuple[Page, PageSummary, str]]
+    vectors: list[bytes | None]
 
 
 class ContextSystem(Persistent, Recalling, SystemViews):
@@ -226,10 +239,15 @@ class ContextSystem(Persistent, Recalling, SystemViews):
         return index
 
     def _extend(self, batch: list[Message]) -> list[int]:
-        """Add checked messages in order, all or nothing: the pages the batch makes leave the
-        window (the oldest, down to ``active_pages`` after its last opening) are read and
-        summarised first, from the window and from the batch itself; only then does anything
-        change. The result is what adding them one by one gives."""
+        """Add checked messages in order, all or nothing (:meth:`_prepared_extension`, then
+        :meth:`_apply_extension`). The result is what adding them one by one gives."""
+        return self._apply_extension(self._prepared_extension(batch))
+
+    def _prepared_extension(self, batch: list[Message]) -> _Extension:
+        """What adding checked messages needs done before anything changes: the pages the batch
+        makes leave the window (the oldest, down to ``active_pages`` after its last opening),
+        read, summarised and embedded, from the window and from the batch itself. Raises what a
+        summarizer or the embedder raises, with nothing changed. Reads the window only."""
         window = self._window
         existing = window.page_indices()
         opens: list[int] = []
@@ -250,10 +268,17 @@ class ContextSystem(Persistent, Recalling, SystemViews):
                 end = opens[at + 1] if at + 1 < len(opens) else len(batch)
                 prepared.append(self._summarised(window.next_index + at, *_read_back(batch[opens[at] : end])))
         vectors = self._search.stored_vectors([text for _, _, text in prepared])
-        opening = set(opens)
-        indices = [window.open_page(m) if i in opening else window.join(m) for i, m in enumerate(batch)]
-        self._archive_pages(prepared, "active_pages", vectors)
-        self._after_cut(prepared)
+        return _Extension(batch, frozenset(opens), prepared, vectors)
+
+    def _apply_extension(self, extension: _Extension) -> list[int]:
+        """Add the messages of a prepared extension and archive the pages it prepared: the page
+        index of each message."""
+        window = self._window
+        indices = [
+            window.open_page(m) if i in extension.opens else window.join(m) for i, m in enumerate(extension.batch)
+        ]
+        self._archive_pages(extension.prepared, "active_pages", extension.vectors)
+        self._after_cut(extension.prepared)
         return indices
 
     def extend(self, messages: Sequence[Message | SdkObject]) -> list[int]:
@@ -270,15 +295,17 @@ class ContextSystem(Persistent, Recalling, SystemViews):
         new user request (a user message that opens a page, not one carrying tool results), the
         round ends first (:meth:`end_round`: the archive policies run between turns, before the
         request's page opens), then the messages are added in order (:meth:`extend`), under one
-        lock. Every message is checked first: a refused one changes nothing, the round included (a
-        summarizer that raises while archiving leaves the round ended and no message added). The
-        ended round's result, or None. O(messages)."""
+        lock. Every message is checked first, and the pages the messages make leave the window are
+        summarised and embedded before the round ends: a refused message, or a summarizer or an
+        embedder that raises, changes nothing, the round included, so the same call can be made
+        again. The ended round's result, or None. O(messages)."""
         checked = self._checked(messages)
         with self._lock:
+            extension = self._prepared_extension(checked)
             ended = None
             if any(self._opens(message, True) for message in checked):
                 ended = self._end_round()
-            self._extend(checked)
+            self._apply_extension(extension)
             return ended
 
     @staticmethod
