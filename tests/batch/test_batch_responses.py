@@ -74,6 +74,28 @@ def test_a_trim_counts_earlier_reasoning_as_the_array_does(thinking: str) -> Non
     assert len(kept) == (len(EARLIER_REASONING) if thinking == "drop_earlier" else 2)
 
 
+@pytest.mark.parametrize("thinking", ["drop_earlier", "count"])
+def test_the_cli_trims_by_the_thinking_rule_it_is_given(tmp_path: Path, thinking: str) -> None:
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_text(as_line(EARLIER_REASONING, 0) + "\n", encoding="utf-8")
+    args = [
+        "batch",
+        str(source),
+        str(target),
+        "--format",
+        "responses",
+        "--max-tokens",
+        "60",
+        "--keep-system",
+        "--quiet",
+    ]
+    assert main([*args, "--thinking", thinking] if thinking != "drop_earlier" else args) == 0
+    steps = [batch.trim_to_tokens(60, thinking=thinking), batch.count_tokens()]
+    kept = messages_of(target.read_text(encoding="utf-8").strip())
+    assert kept == reference(EARLIER_REASONING, steps)[0]
+    assert len(kept) == (len(EARLIER_REASONING) if thinking == "drop_earlier" else 2)
+
+
 @given(conversation=damaged(RESPONSES))
 def test_sanitize_matches_sanitize_messages(conversation: list[Any]) -> None:
     assert batch.Pipeline([batch.sanitize()], format="responses").apply(conversation) == (

@@ -30,6 +30,7 @@ from memci.batch import BatchSummary, Pipeline, Step, clear_tool_uses, count_tok
 from memci.batch.output import is_streamed
 from memci.batch.pipeline import MAX_WORKERS
 from memci.errors import MemciError
+from memci.tokens import DEFAULT_THINKING, THINKING
 
 __all__ = ["add_parser", "run_batch"]
 
@@ -48,6 +49,13 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--max-tokens", type=int, metavar="N", help="keep the newest messages within N tokens")
     p.add_argument("--encoding", metavar="E", help="token encoding or model name (default o200k_base)")
     p.add_argument("--keep-system", action="store_true", help="--max-tokens keeps the leading system messages")
+    p.add_argument(
+        "--thinking",
+        default=DEFAULT_THINKING,
+        choices=list(THINKING),
+        help="--max-tokens: the thinking of turns before the last one kept costs nothing (drop_earlier, the "
+        "providers' rule and the default) or is counted (count)",
+    )
     p.add_argument("--roles", nargs="+", metavar="ROLE", help="keep only messages of these roles")
     p.add_argument("--keep-last", type=int, metavar="N", help="keep the last N messages of each conversation")
     p.add_argument(
@@ -81,7 +89,9 @@ def _steps(args: argparse.Namespace) -> list[Step]:
     if args.clear_tool_uses is not None:
         steps.append(clear_tool_uses(keep=args.clear_tool_uses, encoding=encoding))
     if args.max_tokens is not None:
-        steps.append(trim_to_tokens(args.max_tokens, keep_system=args.keep_system, encoding=encoding))
+        steps.append(
+            trim_to_tokens(args.max_tokens, keep_system=args.keep_system, encoding=encoding, thinking=args.thinking)
+        )
     if args.max_tokens is not None or args.encoding or args.count_before:
         steps.append(count_tokens(encoding))
     return steps
