@@ -652,7 +652,26 @@ def test_a_bad_counting_is_refused_and_the_store_left_as_it_was() -> None:
         MemciChatMemory.from_defaults(chat_history=[user("new")], chat_store=store, encoding="approximate")
     with pytest.raises(memci.InvalidOperationError, match="p50k"):
         MemciChatMemory.from_defaults(chat_history=[user("new")], chat_store=store, encoding="p50k_base")
+    with pytest.raises(memci.InvalidOperationError, match="token_limit: Input should be greater than 0, got 0"):
+        MemciChatMemory.from_defaults(chat_history=[user("new")], chat_store=store, token_limit=0)
     assert [m.content for m in store.get_messages("chat_history")] == ["kept"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"counting": "tokens"}, r"MemciChatMemory: counting must be one of \['text', 'request'\], got 'tokens'"),
+        ({"token_limit": -5}, "MemciChatMemory: token_limit: Input should be greater than 0, got -5"),
+        ({"token_limit": "many"}, "MemciChatMemory: token_limit: Input should be a valid integer.*got 'many'"),
+        ({"low_water": 0.0}, "low_water must be a fraction"),
+        ({"encoding": "approximate"}, "exact encoding"),
+        ({"counting": "request", "encoding": "p50k_base"}, "p50k"),
+        ({"chat_store_key": 7}, "MemciChatMemory: chat_store_key: Input should be a valid string, got 7"),
+    ],
+)
+def test_a_memory_built_directly_refuses_bad_settings_by_name(settings: dict[str, Any], message: str) -> None:
+    with pytest.raises(memci.InvalidOperationError, match=message):
+        MemciChatMemory(**settings)
 
 
 def test_request_counting_takes_the_approximate_rule() -> None:

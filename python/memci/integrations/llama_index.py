@@ -35,13 +35,13 @@ from memci._optional import needs_extra
 
 with needs_extra("llama-index", __name__):
     from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
-    from llama_index.core.bridge.pydantic import Field, PrivateAttr
+    from llama_index.core.bridge.pydantic import Field, PrivateAttr, ValidationError
     from llama_index.core.llms.llm import LLM
     from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY, BaseChatStoreMemory
     from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
 
 from memci import tokens
-from memci.errors import InvalidOperationError
+from memci.errors import InvalidOperationError, repr_of
 from memci.formats import dumped
 from memci.integrations.joined_text import JoinedTextTrimmer, check_encoding
 from memci.integrations.trimming import HistoryTrimmer, check_low_water
@@ -187,25 +187,15 @@ class MemciChatMemory(BaseChatStoreMemory):
         **kwargs: Any,
     ) -> MemciChatMemory:
         """As ``ChatMemoryBuffer.from_defaults``: the limit is ``token_limit``, else 75% of
-        ``llm``'s context window, else 3,000."""
+        ``llm``'s context window, else 3,000. Every setting is checked before ``chat_history`` is
+        written to the chat store."""
         if kwargs:
             raise InvalidOperationError(f"MemciChatMemory.from_defaults: unexpected arguments {sorted(kwargs)}")
-        if counting not in COUNTINGS:
-            raise InvalidOperationError(
-                f"MemciChatMemory.from_defaults: counting must be one of {list(COUNTINGS)}, got {counting!r}"
-            )
-        if encoding is not None and counting == "text":
-            check_encoding("MemciChatMemory.from_defaults", encoding)
-        elif encoding is not None:
-            tokens.count("", encoding)  # an unknown encoding is refused here, not at the first get
-        check_low_water("MemciChatMemory", low_water)  # before the chat store is written
         if token_limit is None:
             window = llm.metadata.context_window if llm is not None else None
             token_limit = int(window * DEFAULT_TOKEN_LIMIT_RATIO) if window else DEFAULT_TOKEN_LIMIT
         store = chat_store or SimpleChatStore()
-        if chat_history is not None:
-            store.set_messages(chat_store_key, chat_history)
-        return cls(
+        memory = cls(
             token_limit=token_limit,
             counting=counting,
             encoding=encoding,
@@ -213,6 +203,30 @@ class MemciChatMemory(BaseChatStoreMemory):
             chat_store=store,
             chat_store_key=chat_store_key,
         )
+        if chat_history is not None:
+            store.set_messages(chat_store_key, chat_history)
+        return memory
+
+    def __init__(self, **data: Any) -> None:
+        """The fields as pydantic takes them, then memci's checks: a bad setting raises
+        :class:`~memci.InvalidOperationError` naming it (pydantic's own refusals too)."""
+        counting = data.get("counting", "text")
+        if counting not in COUNTINGS:  # named before pydantic's literal check words it its way
+            raise InvalidOperationError(f"MemciChatMemory: counting must be one of {list(COUNTINGS)}, got {counting!r}")
+        check_low_water("MemciChatMemory", data.get("low_water"))
+        encoding = data.get("encoding")
+        if encoding is not None and counting == "text":
+            check_encoding("MemciChatMemory", encoding)
+        elif encoding is not None:
+            tokens.count("", encoding)  # an unknown encoding is refused here, not at the first get
+        try:
+            super().__init__(**data)
+        except ValidationError as e:
+            problems = "; ".join(
+                f"{'.'.join(map(str, error['loc']))}: {error['msg']}, got {repr_of(error.get('input'))}"
+                for error in e.errors()
+            )
+            raise InvalidOperationError(f"MemciChatMemory: {problems}") from None
 
     def __getstate__(self) -> dict[Any, Any]:
         """Pickled without the mirror (rebuilt at the next ``get``)."""
