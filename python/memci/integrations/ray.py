@@ -239,7 +239,9 @@ def _run_jsonl(
     mapper = BatchMapper(pipeline.steps, column=TEXT_COLUMN, format=pipeline.format, report=True)
     # Lines split as the local run splits them, as bytes; blank ones are kept so that rows number
     # the file's lines, and the mapper skips and counts them, as the local pipeline does.
-    ds = ray.data.read_datasource(JsonLines(path)).map_batches(_drop_blank_then(mapper), batch_format="pyarrow")
+    ds = ray.data.read_datasource(JsonLines(path, column=TEXT_COLUMN)).map_batches(
+        _drop_blank_then(mapper), batch_format="pyarrow"
+    )
     number = done = 0
     batches: Iterable[Any] = ds.iter_batches(batch_format="pyarrow")
     for batch in batches:

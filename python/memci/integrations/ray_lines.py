@@ -17,8 +17,6 @@ from typing import Any
 import pyarrow as pa
 from ray.data.datasource import FileBasedDatasource
 
-from memci.integrations.ray import TEXT_COLUMN
-
 __all__ = ["JsonLines", "split_lines"]
 
 
@@ -32,8 +30,12 @@ def split_lines(data: bytes) -> list[bytes]:
 
 
 class JsonLines(FileBasedDatasource):
-    """Each line of the files at ``paths`` as one row of ``TEXT_COLUMN`` (``binary``), blank
-    lines kept, in file order: ``ray.data.read_datasource(JsonLines(path))``."""
+    """Each line of the files at ``paths`` as one row of ``column`` (``binary``), blank lines
+    kept, in file order: ``ray.data.read_datasource(JsonLines(path, column="text"))``."""
+
+    def __init__(self, paths: str | list[str], *, column: str) -> None:
+        super().__init__(paths)
+        self.column = column
 
     def _read_stream(self, f: Any, path: str) -> Iterator[pa.Table]:
-        yield pa.table({TEXT_COLUMN: pa.array(split_lines(f.readall()), type=pa.binary())})
+        yield pa.table({self.column: pa.array(split_lines(f.readall()), type=pa.binary())})
