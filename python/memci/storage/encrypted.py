@@ -269,7 +269,8 @@ class EncryptedStorage:
         except ConflictError:
             raise
         except StorageError:
-            again = _resealed(self._sealer, batch, [self.store.get_page(sealed["index"]) for _, sealed in batch])
+            stored = pages_of(self.store, [sealed["index"] for _, sealed in batch])  # one batched read
+            again = _resealed(self._sealer, batch, [stored.get(sealed["index"]) for _, sealed in batch])
             if again is None:
                 raise
             self.store.save_state(record, again)
@@ -334,8 +335,8 @@ class AsyncEncryptedStorage:
         except ConflictError:
             raise
         except StorageError:
-            stored = [await self.store.get_page(sealed["index"]) for _, sealed in batch]
-            again = _resealed(self._sealer, batch, stored)
+            stored = await async_pages_of(self.store, [sealed["index"] for _, sealed in batch])
+            again = _resealed(self._sealer, batch, [stored.get(sealed["index"]) for _, sealed in batch])
             if again is None:
                 raise
             await self.store.save_state(record, again)
