@@ -208,8 +208,9 @@ class MemciChatMemory(BaseChatStoreMemory):
         return memory
 
     def __init__(self, **data: Any) -> None:
-        """The fields as pydantic takes them, then memci's checks: a bad setting raises
-        :class:`~memci.InvalidOperationError` naming it (pydantic's own refusals too)."""
+        """memci's checks of ``counting``, ``low_water`` and ``encoding``, then the fields as
+        pydantic takes them: a bad setting raises :class:`~memci.InvalidOperationError` naming it
+        (pydantic's own refusals turned into it)."""
         counting = data.get("counting", "text")
         if counting not in COUNTINGS:  # named before pydantic's literal check words it its way
             raise InvalidOperationError(f"MemciChatMemory: counting must be one of {list(COUNTINGS)}, got {counting!r}")
