@@ -11,7 +11,6 @@ from the output and reported with their 0-based row number.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -175,7 +174,7 @@ def run_parquet(
                 writer.write_table(result.table)
                 if err_file is not None:
                     for bad in result.errors:
-                        err_file.write(json.dumps(bad.to_json("row")).encode() + b"\n")
+                        err_file.write(bad.error_line("row"))
                 if progress is not None:
                     progress(rows, total, rows)
         if file_identity(place) != opened or rows != total:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
 import time
@@ -154,6 +155,11 @@ class BadRecord:
 
     def to_json(self, key: str = "line") -> dict[str, Any]:
         return {key: self.number, "path": self.path, "reason": self.reason}
+
+    def error_line(self, key: str = "line") -> bytes:
+        """The record's line in an errors file, as the core writes one for a JSONL run: compact
+        JSON, text unescaped, then a newline. Every run writes this form, local or on Ray."""
+        return json.dumps(self.to_json(key), ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
 @dataclasses.dataclass(slots=True)

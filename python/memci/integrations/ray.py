@@ -114,7 +114,7 @@ def _reported(batches: Iterable[Any], summary: BatchSummary) -> Iterator[tuple[A
 def _write_error(errors: BinaryIO | None, number: int, error: str, key: str) -> None:
     if errors is not None:
         where = json.loads(error)
-        errors.write(json.dumps(BadRecord(number, where["path"], where["reason"]).to_json(key)).encode() + b"\n")
+        errors.write(BadRecord(number, where["path"], where["reason"]).error_line(key))
 
 
 def run(
