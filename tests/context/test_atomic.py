@@ -85,6 +85,37 @@ def test_feed_whose_summarizer_raises_changes_nothing_the_round_included():
     assert ctx.to_state() == twin.to_state()
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    turns=st.lists(st.tuples(st.booleans(), st.integers(0, 3)), min_size=1, max_size=12),
+    active=st.integers(1, 3),
+    failing=st.sets(st.integers(1, 12), max_size=4),
+)
+def test_feed_retried_after_any_summary_failure_gives_what_feeding_without_failure_gives(
+    turns: list[tuple[bool, int]], active: int, failing: set[int]
+):
+    """Each turn fed as a framework feeds it (a request, then answers in ``extra`` more feeds);
+    a summarizer failing on any page leaves the system as it was, and the retry lands."""
+    summarizer = FailsOn(*failing)
+    ctx, twin = (
+        make(active_pages=active, summarizer=summarizer),
+        make(active_pages=active, summarizer=FixedSummarizer()),
+    )
+    for n, (with_tool, extra) in enumerate(turns, 1):
+        batches = [interaction(n, with_tool=with_tool)] + [[assistant(f"more {n}.{i}")] for i in range(extra)]
+        for batch in batches:
+            while True:
+                before = snapshot(ctx)
+                try:
+                    ctx.feed(batch)
+                    break
+                except RuntimeError:
+                    assert snapshot(ctx) == before
+                    summarizer.pages.discard(summarizer.calls[-1])  # that page summarises next time
+            twin.feed(batch)
+            assert ctx.to_state() == twin.to_state()
+
+
 def test_feed_whose_embedder_raises_changes_nothing_the_round_included():
     failing = {"now": False}
     embedder = HashingEmbedder()
